@@ -1,0 +1,129 @@
+"""Mirror of ``include/sys/hwperftypes.h`` and ``hwperfmacros.h`` constants.
+
+IRIX was big-endian: its ``hwperf_ctrlreg`` declares ``hwp_ev:11, hwp_ie:1,
+hwp_mode:4`` so that ``hwperf_spec == (ev << 5) | (ie << 4) | mode``.  Programs
+write ``hwperf_spec`` directly, so on this little-endian machine the 16-bit
+word keeps IRIX's *value* layout; ``ByteSwapped`` lets construct read it
+most-significant bit first, exactly like the IRIX compiler did.
+"""
+
+from construct import (
+    Array,
+    BitsInteger,
+    BitStruct,
+    ByteSwapped,
+    Flag,
+    Int32sl,
+    Int64sl,
+    Int64ul,
+    Struct,
+    Padding,
+)
+
+HWPERF_EVENTMAX = 32
+HWPERF_CNTEVENTMAX = 16
+HWPERF_CNT1BASE = 16
+HWPERF_MAXEVENT = 31
+
+HWPERF_CNTEN_E = 0x1  # exception level (EXL)
+HWPERF_CNTEN_K = 0x2  # kernel
+HWPERF_CNTEN_S = 0x4  # supervisor: not supported, r10k_counters(5) CONTROL REGISTERS
+HWPERF_CNTEN_U = 0x8  # user
+HWPERF_CNTEN_A = 0xA  # user and kernel
+HWPERF_CNTEN_IE = 0x10
+HWPERF_MODEMASK = 0xF
+HWPERF_EVSHIFT = 5
+HWPERF_EVMASK = 0x1E0
+HWPERF_OVERFLOW_THRESH = 0x80000000
+
+# cpu_mon_t cm_flags
+HWPERF_CM_ENABLED = 0x1  # counters acquired and counting
+HWPERF_CM_SYSMODE = 0x2  # the counters are held in system mode
+HWPERF_CM_LOST = 0x4  # displaced by system mode; must be restarted
+HWPERF_CM_RELEASED = 0x8  # released; counts still readable
+HWPERF_CM_VALID = 0x10  # counts have been set up at least once
+
+# cpu_mon_t cm_mode
+HWPERF_CM_MODE_NONE = 0
+HWPERF_CM_MODE_USER = 1
+HWPERF_CM_MODE_SYSTEM = 2
+
+hwperf_ctrl_t = ByteSwapped(
+    BitStruct(
+        "hwp_ev" / BitsInteger(11),
+        "hwp_ie" / Flag,
+        "hwp_mode" / BitsInteger(4),
+    )
+)
+
+hwperf_eventctrl_t = Struct("hwp_evctrl" / Array(HWPERF_EVENTMAX, hwperf_ctrl_t))
+
+hwperf_profevctrarg_t = Struct(
+    "hwp_evctrargs" / hwperf_eventctrl_t,
+    "hwp_ovflw_freq" / Array(HWPERF_EVENTMAX, Int32sl),
+    "hwp_ovflw_sig" / Int32sl,
+)
+
+hwperf_cntr_t = Struct("hwp_evctr" / Array(HWPERF_EVENTMAX, Int64ul))
+
+hwperf_profevctraux_t = Struct(
+    "hwp_aux_gen" / Int32sl,
+    Padding(4),
+    "hwp_aux_cntr" / hwperf_cntr_t,
+)
+
+hwperf_eventctrlaux_t = Struct(
+    "hwp_aux_sig" / Int32sl,
+    "hwp_aux_freq" / Array(HWPERF_EVENTMAX, Int32sl),
+)
+
+timespec_t = Struct("tv_sec" / Int64sl, "tv_nsec" / Int64sl)
+
+# IRIX's cpu_mon_t was a kernel struct; this is hwperfd's own, documented in
+# include/sys/hwperftypes.h: the state of the target's counter control block.
+cpu_mon_t = Struct(
+    "cm_flags" / Int32sl,
+    "cm_gen" / Int32sl,
+    "cm_mode" / Int32sl,
+    "cm_sig" / Int32sl,
+    "cm_evctrl" / Array(HWPERF_EVENTMAX, hwperf_ctrl_t),
+    "cm_ovflw_freq" / Array(HWPERF_EVENTMAX, Int32sl),
+    "cm_enabled_ns" / Int64ul,
+    "cm_evctr" / Array(HWPERF_EVENTMAX, Int64ul),
+    "cm_active_ns" / Array(HWPERF_EVENTMAX, Int64ul),
+)
+
+_PRUSAGE_SCALARS_1 = (
+    "pu_minf pu_majf pu_utlb pu_nswap pu_gbread pu_bread pu_gbwrit pu_bwrit "
+    "pu_sigs pu_vctx pu_ictx pu_sysc pu_syscr pu_syscw pu_syscps pu_sysci "
+    "pu_graphfifo"
+).split()
+_PRUSAGE_SCALARS_2 = "pu_size pu_rss pu_inblock pu_oublock pu_vfault pu_ktlb".split()
+
+hwperf_prusage_t = Struct(
+    "pu_tstamp" / timespec_t,
+    "pu_starttime" / timespec_t,
+    "pu_utime" / timespec_t,
+    "pu_stime" / timespec_t,
+    *[name / Int64ul for name in _PRUSAGE_SCALARS_1],
+    "pu_graph_req" / Array(8, Int64ul),
+    "pu_graph_wait" / Array(8, Int64ul),
+    *[name / Int64ul for name in _PRUSAGE_SCALARS_2],
+    "pu_cpu_mon" / cpu_mon_t,
+)
+
+PRUSAGE_COUNTER_FIELDS = tuple(_PRUSAGE_SCALARS_1 + _PRUSAGE_SCALARS_2)
+
+
+def spec_word(event: int, mode: int, ie: bool = False) -> int:
+    """The 16-bit ``hwperf_spec`` value IRIX programs compute by hand."""
+    return (event << HWPERF_EVSHIFT) | (HWPERF_CNTEN_IE if ie else 0) | mode
+
+
+def spec_fields(word: int) -> tuple[int, bool, int]:
+    """Split a ``hwperf_spec`` word into (event, ie, mode)."""
+    word &= 0xFFFF
+    return word >> HWPERF_EVSHIFT, bool(word & HWPERF_CNTEN_IE), word & HWPERF_MODEMASK
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]
