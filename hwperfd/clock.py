@@ -1,0 +1,71 @@
+"""Where CPU time comes from: the host (real) or the tests (manual).
+
+The counter kernel asks a clock how much user and system time a process (or
+an emulated CPU) has used in all; counts are computed lazily from that, so an
+idle process costs nothing.  Under the manual clock time moves only when
+told, so every count is predictable.
+"""
+
+from __future__ import annotations
+
+from hwperfd.host import processes
+
+CpuTimes = tuple[int, int]
+
+
+class ManualClock:
+    """CPU time moves only through ``advance`` and ``advance_cpu``."""
+
+    name = "manual"
+
+    def __init__(self, cpus: int) -> None:
+        self._processes: dict[int, CpuTimes] = {}
+        self._cpus: list[CpuTimes] = [(0, 0)] * cpus
+
+    def process_times(self, pid: int) -> CpuTimes | None:
+        if pid not in self._processes and processes.read_process(pid) is None:
+            return None
+        return self._processes.get(pid, (0, 0))
+
+    def cpu_times(self, cpu: int) -> CpuTimes:
+        return self._cpus[cpu]
+
+    def advance(self, pid: int, user_ns: int, system_ns: int = 0) -> None:
+        if user_ns < 0 or system_ns < 0:
+            raise ValueError("time only moves forward")
+        user, system = self._processes.get(pid, (0, 0))
+        self._processes[pid] = (user + user_ns, system + system_ns)
+
+    def advance_cpu(self, cpu: int, user_ns: int, system_ns: int = 0) -> None:
+        if user_ns < 0 or system_ns < 0:
+            raise ValueError("time only moves forward")
+        if not 0 <= cpu < len(self._cpus):
+            raise ValueError(f"no CPU {cpu}")
+        user, system = self._cpus[cpu]
+        self._cpus[cpu] = (user + user_ns, system + system_ns)
+
+    def forget(self, pid: int) -> None:
+        self._processes.pop(pid, None)
+
+
+class RealClock:
+    """The host's CPU time.  Emulated CPU i takes an equal share of host CPU
+    ``i % host_cpus``, so N emulated CPUs together see the whole machine."""
+
+    name = "real"
+
+    def __init__(self, cpus: int) -> None:
+        self._cpus = cpus
+
+    def process_times(self, pid: int) -> CpuTimes | None:
+        times = processes.read_cpu_times(pid)
+        return None if times is None else (times.user_ns, times.system_ns)
+
+    def cpu_times(self, cpu: int) -> CpuTimes:
+        host = processes.read_system_cpu_times()
+        index = cpu % len(host)
+        sharing = len(range(index, self._cpus, len(host)))
+        return host[index].user_ns // sharing, host[index].system_ns // sharing
+
+    def forget(self, pid: int) -> None:
+        pass

@@ -1,0 +1,126 @@
+"""A counter control block: the 32 virtual 64-bit counters of one context.
+
+IRIX kept one per process in the u-area, one per CPU and one global for
+system mode (r10k_counters(5), Operation Modes).  A block is advanced lazily:
+it is told how much CPU time its context spent in user and system mode since
+it was last advanced, and replays that time on an emulated CPU, switching
+between the events of a hardware counter at every 10 ms tick of that time
+(r10k_counters(5), THE COUNTERS: "multiplex the events across clock tick
+boundaries").  Counts are exact integers; nothing is ever scaled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from hwperfd.counters.request import SLOTS, CounterRequest
+from hwperfd.cpu.pmu import COUNTERS_PER_CPU, OVERFLOW_BIT, CounterState, Cpu, ModeCycles
+from hwperfd.cpu.profiles import WorkloadProfile
+
+TICK_NS = 10_000_000  # the IRIX clock tick: 100 Hz
+
+
+@dataclass
+class _Multiplex:
+    """Where a hardware counter is in its rotation through the slots."""
+
+    position: int = 0  # index into the counter's active slots
+    into_tick_ns: int = 0  # CPU time already spent in the current tick
+
+
+@dataclass
+class ControlBlock:
+    request: CounterRequest
+    counts: list[int] = field(default_factory=lambda: [0] * SLOTS)
+    active_ns: list[int] = field(default_factory=lambda: [0] * SLOTS)
+    enabled_ns: int = 0
+    overflows: list[int] = field(default_factory=lambda: [0] * SLOTS)
+    _saved: list[CounterState] = field(default_factory=lambda: [CounterState()] * SLOTS)
+    _mux: list[_Multiplex] = field(default_factory=lambda: [_Multiplex() for _ in range(COUNTERS_PER_CPU)])
+
+    def __post_init__(self) -> None:
+        for slot in range(SLOTS):
+            self.preset(slot)
+
+    def reprogram(self, request: CounterRequest) -> None:
+        """Take a new request without releasing (PIOCSETEVCTRL).
+
+        Slots whose control word and threshold are unchanged keep counting
+        where they were; changed slots start again from zero.
+        """
+        old, self.request = self.request, request
+        for i in range(SLOTS):
+            if old.specs[i] != request.specs[i] or old.thresholds[i] != request.thresholds[i]:
+                self.counts[i] = 0
+                self.active_ns[i] = 0
+                self.overflows[i] = 0
+                self.preset(i)
+        for counter in range(COUNTERS_PER_CPU):
+            if old.on_counter(counter) != request.on_counter(counter):
+                self._mux[counter] = _Multiplex()
+
+    def advance(self, cpu: Cpu, user_ns: int, system_ns: int, profile: WorkloadProfile) -> int:
+        """Replay CPU time on ``cpu``; return the number of threshold overflows."""
+        total = user_ns + system_ns
+        if total <= 0:
+            return 0
+        self.enabled_ns += total
+        user = Fraction(user_ns, total)
+        kernel = Fraction(system_ns, total) * (1 - profile.exl_share)
+        exl = Fraction(system_ns, total) * profile.exl_share
+        signalled = 0
+        for counter in range(COUNTERS_PER_CPU):
+            slots = self.request.on_counter(counter)
+            if not slots:
+                continue
+            hw = cpu.counters[counter]
+            for slot, ns in self._shares(counter, slots, total):
+                cycles = cpu.cycles(ns)
+                threshold = self.request.thresholds[slot]
+                reload = OVERFLOW_BIT - threshold if threshold else 0
+                hw.load(CounterRequest.control(self.request.specs[slot]), self._saved[slot], reload)
+                burst = cpu.run(counter, ModeCycles(cycles * user, cycles * kernel, cycles * exl), profile)
+                self._saved[slot] = hw.save()
+                self.counts[slot] += burst.events
+                self.active_ns[slot] += ns
+                if threshold:
+                    self.overflows[slot] += burst.overflows
+                    signalled += burst.overflows
+        return signalled
+
+    def preset(self, slot: int) -> None:
+        """Arm a slot's register so its first overflow comes after ``threshold`` events."""
+        threshold = self.request.thresholds[slot]
+        self._saved[slot] = CounterState(OVERFLOW_BIT - threshold if threshold else 0)
+
+    def _shares(self, counter: int, slots: tuple[int, ...], total: int) -> list[tuple[int, int]]:
+        """Split ``total`` ns of CPU time among the slots of one hardware
+        counter, tick by tick, in closed form (no loop over ticks)."""
+        if len(slots) == 1:
+            return [(slots[0], total)]
+        mux = self._mux[counter]
+        m = len(slots)
+        mux.position %= m
+        shares = [0] * m
+        first = min(total, TICK_NS - mux.into_tick_ns)
+        shares[mux.position] += first
+        rest = total - first
+        if rest == 0:
+            mux.into_tick_ns += first
+            if mux.into_tick_ns == TICK_NS:
+                mux.position, mux.into_tick_ns = (mux.position + 1) % m, 0
+        else:
+            start = (mux.position + 1) % m
+            full, tail = divmod(rest, TICK_NS)
+            for k in range(m):
+                shares[(start + k) % m] += TICK_NS * (full // m + (1 if k < full % m else 0))
+            mux.position = (start + full) % m
+            shares[mux.position] += tail
+            mux.into_tick_ns = tail
+        return [(slot, ns) for slot, ns in zip(slots, shares) if ns]
+
+    def add(self, other: "ControlBlock") -> None:
+        """Fold another block's counts in (a reaped child, or a CPU into the global block)."""
+        for i in range(SLOTS):
+            self.counts[i] += other.counts[i]

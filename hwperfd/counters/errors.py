@@ -1,0 +1,33 @@
+"""The closed set of ways a counter request can fail.
+
+These are the IRIX kernel's refusals in domain terms; the ioctl layer maps
+each to its errno in one table (``hwperfd.ioctl.errno_map``).
+"""
+
+
+class CounterError(Exception):
+    """Base of every refusal; the message says why, for logs and clients."""
+
+
+class InvalidRequest(CounterError):
+    """Events specified improperly, a negative threshold, a bad signal (EINVAL)."""
+
+
+class NotInUse(CounterError):
+    """The counters of the target are not in use (EINVAL, r10k_counters(5) PIOCGETEVCTRL)."""
+
+
+class NotPermitted(CounterError):
+    """Kernel/supervisor mode without root, or another process's counters (EPERM)."""
+
+
+class CountersBusy(CounterError):
+    """System mode held, or user-mode counters running when system mode is asked (EBUSY)."""
+
+
+class NoSuchProcess(CounterError):
+    """The target process is gone (ESRCH)."""
+
+
+class NotSupported(CounterError):
+    """A command this emulation gives no meaning to (ENOTSUP)."""

@@ -1,0 +1,174 @@
+"""The R10000/R12000 performance-monitoring hardware, one CPU at a time.
+
+Each CPU has two 32-bit counters and their control registers (event, IE and
+the U/S/K/EXL count-enable bits, r10k_counters(5) THE CONTROL REGISTERS).  A
+counter counts only the cycles spent in a mode its control register enables,
+and signals an overflow interrupt when bit 31 becomes set.  Nothing here knows
+about processes: the kernel model loads a control word and saved counter
+state, runs a burst of cycles, and saves the state back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
+from hwperfd.cpu.profiles import WorkloadProfile
+
+COUNTERS_PER_CPU = 2
+COUNTER_MODULUS = 1 << 32
+OVERFLOW_BIT = 1 << 31
+
+MODE_EXL = 0x1
+MODE_K = 0x2
+MODE_S = 0x4
+MODE_U = 0x8
+
+
+@dataclass(frozen=True)
+class CpuType:
+    name: str
+    events: CpuEvents
+    default_mhz: int
+    # hwp_ev values a control register accepts on each counter
+    events_per_counter: int
+
+
+CPU_TYPES = {
+    "r10000": CpuType("r10000", CPU_EVENTS["r10000"], 195, 16),
+    "r12000": CpuType("r12000", CPU_EVENTS["r12000"], 300, 32),
+}
+
+
+@dataclass(frozen=True)
+class ModeCycles:
+    """Cycles a burst spent in each mode the control register can select."""
+
+    user: Fraction = Fraction(0)
+    kernel: Fraction = Fraction(0)
+    exl: Fraction = Fraction(0)
+
+    def enabled(self, mode: int) -> Fraction:
+        total = Fraction(0)
+        if mode & MODE_U:
+            total += self.user
+        if mode & MODE_K:
+            total += self.kernel
+        if mode & MODE_EXL:
+            total += self.exl
+        return total
+
+
+@dataclass(frozen=True)
+class CounterState:
+    """What a context switch saves of a counter: the register and the part of
+    an event the model has accumulated but not yet counted."""
+
+    value: int = 0
+    residue: Fraction = Fraction(0)
+
+
+@dataclass(frozen=True)
+class ControlWord:
+    event: int = 0
+    ie: bool = False
+    mode: int = 0
+
+
+@dataclass(frozen=True)
+class Burst:
+    events: int
+    overflows: int  # times bit 31 became set during the burst
+
+
+class HardwareCounter:
+    """One 32-bit counter and its control register."""
+
+    __slots__ = ("control", "value", "residue", "reload")
+
+    def __init__(self) -> None:
+        self.control = ControlWord()
+        self.value = 0
+        self.residue = Fraction(0)
+        self.reload = 0
+
+    def load(self, control: ControlWord, state: CounterState, reload: int = 0) -> None:
+        """Program the counter; ``reload`` is what the overflow handler presets
+        after an interrupt (perfctr's "i-mode": 2**31 - n interrupts every n events)."""
+        self.control = control
+        self.value = state.value % OVERFLOW_BIT
+        self.residue = state.residue
+        self.reload = reload
+
+    def save(self) -> CounterState:
+        return CounterState(self.value, self.residue)
+
+    def advance(self, events: int) -> int:
+        """Count ``events``; return how many times bit 31 became set.
+
+        Counting continues after overflow (r10k_counters(5) THE COUNTERS).  The
+        kernel always takes the interrupt, folds the count into its 64-bit
+        virtual counter and re-presets the register to ``reload``.
+        """
+        if events <= 0:
+            return 0
+        end = self.value + events
+        if end < OVERFLOW_BIT:
+            self.value = end
+            return 0
+        period = OVERFLOW_BIT - self.reload
+        past = end - OVERFLOW_BIT
+        self.value = self.reload + past % period
+        return 1 + past // period
+
+
+class Cpu:
+    """An emulated R10000 or R12000 with its two counters."""
+
+    def __init__(self, index: int, cpu_type: CpuType, mhz: Fraction) -> None:
+        self.index = index
+        self.type = cpu_type
+        self.mhz = mhz
+        self.counters = tuple(HardwareCounter() for _ in range(COUNTERS_PER_CPU))
+
+    def cycles(self, ns: Fraction | int) -> Fraction:
+        return Fraction(ns) * self.mhz / 1000
+
+    def run(self, counter: int, cycles: ModeCycles, profile: WorkloadProfile) -> Burst:
+        """Run one counter through a burst and report what it counted."""
+        hw = self.counters[counter]
+        event = self.type.events.on_counter(counter, hw.control.event)
+        counted = cycles.enabled(hw.control.mode)
+        if event is None or not counted:
+            return Burst(0, 0)
+        exact = hw.residue + counted * profile.rate(event.kind)
+        events = exact.numerator // exact.denominator
+        hw.residue = exact - events
+        overflows = hw.advance(events)
+        return Burst(events, overflows)
+
+
+class CpuSet:
+    """N CPUs of one type, as r10k_counters(5) requires (mixing types is undefined)."""
+
+    def __init__(self, count: int, cpu_type: str = "r10000", mhz: Fraction | int | str | None = None):
+        if count < 1:
+            raise ValueError("need at least one CPU")
+        try:
+            self.type = CPU_TYPES[cpu_type]
+        except KeyError:
+            raise ValueError(f"unknown CPU type {cpu_type!r}; known: {', '.join(CPU_TYPES)}") from None
+        self.mhz = Fraction(mhz) if mhz is not None else Fraction(self.type.default_mhz)
+        if self.mhz <= 0:
+            raise ValueError("clock rate must be positive")
+        self.cpus = tuple(Cpu(i, self.type, self.mhz) for i in range(count))
+
+    def __len__(self) -> int:
+        return len(self.cpus)
+
+    def __getitem__(self, index: int) -> Cpu:
+        return self.cpus[index]
+
+    def valid_event(self, counter: int, event: int) -> bool:
+        return self.type.events.on_counter(counter, event) is not None

@@ -1,0 +1,182 @@
+"""The IRIX counter virtualization under a manual time source: exact counts."""
+
+from fractions import Fraction
+
+import pytest
+
+from hwperfd.counters.errors import CountersBusy, InvalidRequest, NotInUse, NotPermitted
+from hwperfd.counters.kernel import Caller, CounterKernel, State
+from hwperfd.counters.request import CounterRequest
+from hwperfd.cpu.pmu import CpuSet
+from hwperfd.cpu.profiles import WorkloadProfile
+from structs import HWPERF_CNTEN_K, HWPERF_CNTEN_U, spec_word
+
+MS = 1_000_000
+
+
+class Ledger:
+    """A time source that is a plain table."""
+
+    def __init__(self, cpus=2):
+        self.procs = {}
+        self.cpus = [(0, 0)] * cpus
+
+    def process_times(self, pid):
+        return self.procs.get(pid)
+
+    def cpu_times(self, cpu):
+        return self.cpus[cpu]
+
+    def run(self, pid, user_ns, system_ns=0):
+        u, s = self.procs.get(pid, (0, 0))
+        self.procs[pid] = (u + user_ns, s + system_ns)
+
+
+class Proc:
+    def __init__(self, pid, uid=1000, pgid=None):
+        self.pid, self.uid, self.pgid, self.processor = pid, uid, pgid or pid, 0
+
+
+@pytest.fixture
+def ledger():
+    return Ledger()
+
+
+@pytest.fixture
+def kernel(ledger):
+    # 200 MHz: 1 ms of CPU time is exactly 200_000 cycles.
+    return CounterKernel(CpuSet(2, "r10000", 200), ledger)
+
+
+def me(proc, uid=None):
+    return Caller(proc.pid, proc.uid if uid is None else uid, 0, proc.pgid)
+
+
+def user(event0, event1=None):
+    specs = {0: spec_word(event0, HWPERF_CNTEN_U)}
+    if event1 is not None:
+        specs[16] = spec_word(event1, HWPERF_CNTEN_U)
+    return CounterRequest.build(specs)
+
+
+def test_cycles_follow_user_time_at_the_clock_rate(kernel, ledger):
+    p = Proc(10)
+    ledger.run(10, 0)
+    gen = kernel.enable(me(p), p, user(0, 0))
+    ledger.run(10, 5 * MS, 3 * MS)
+    assert gen > 0
+    generation, counts = kernel.read(me(p), p)
+    assert generation == gen
+    assert counts[0] == counts[16] == 1_000_000  # user time only
+
+
+def test_profile_rates_derive_other_events(kernel, ledger):
+    p = Proc(11)
+    ledger.run(11, 0)
+    kernel.enable(me(p), p, user(15, 9))  # graduated instructions, dcache misses (counter 1 ev 9 = event 25)
+    ledger.run(11, 10 * MS)
+    _, counts = kernel.read(me(p), p)
+    assert counts[0] == 2_000_000 * Fraction("0.8")
+    assert counts[16] == 2_000_000 * Fraction("0.01")
+
+
+def test_multiplexed_slots_take_turns_by_tick(kernel, ledger):
+    p = Proc(12)
+    ledger.run(12, 0)
+    request = CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U), 1: spec_word(0, HWPERF_CNTEN_U)})
+    kernel.enable(me(p), p, request)
+    ledger.run(12, 35 * MS)  # ticks: slot0, slot1, slot0, half of slot1
+    _, counts = kernel.read(me(p), p)
+    assert counts[0] == 20 * 200_000 and counts[1] == 15 * 200_000
+    ledger.run(12, 5 * MS)
+    ledger.run(12, 20 * MS)
+    _, counts = kernel.read(me(p), p)
+    assert counts[0] + counts[1] == 60 * 200_000
+    assert counts[0] == counts[1]
+
+
+def test_fractional_events_are_never_lost_across_reads(kernel, ledger):
+    p = Proc(13)
+    ledger.run(13, 0)
+    kernel.enable(me(p), p, user(0, 9))  # event 25 at 0.01/cycle
+    for _ in range(1000):
+        ledger.run(13, 1234)  # 246.8 cycles each: never a whole dcache miss per step
+        kernel.read(me(p), p)
+    _, counts = kernel.read(me(p), p)
+    assert counts[0] == 246_800
+    assert counts[16] == 2468
+
+
+def test_non_root_kernel_mode_is_eperm_and_changes_nothing(kernel, ledger):
+    p = Proc(14)
+    ledger.run(14, 0)
+    with pytest.raises(NotPermitted):
+        kernel.enable(me(p), p, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U | HWPERF_CNTEN_K)}))
+    with pytest.raises(NotInUse):
+        kernel.control(me(p), p)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        CounterRequest.build({0: spec_word(16, HWPERF_CNTEN_U)}),  # R10000 counter 0 has events 0-15
+        CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}, {0: -1}),
+        CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}, signal=33),
+        CounterRequest.build({}),
+    ],
+)
+def test_improper_requests_are_einval(kernel, ledger, request_):
+    p = Proc(15)
+    ledger.run(15, 0)
+    with pytest.raises(InvalidRequest):
+        kernel.enable(me(p), p, request_)
+
+
+def test_setevctrl_bumps_generation_and_keeps_unchanged_slots(kernel, ledger):
+    p = Proc(16)
+    ledger.run(16, 0)
+    gen = kernel.enable(me(p), p, user(0, 0))
+    ledger.run(16, MS)
+    new = kernel.set_control(me(p), p, user(0, 1))
+    assert new == gen + 1
+    ledger.run(16, MS)
+    generation, counts = kernel.read(me(p), p)
+    assert generation == new
+    assert counts[0] == 400_000
+    assert counts[16] == 160_000  # event 17, graduated instructions at 0.8 per cycle, since the change
+
+def test_release_stops_counting_but_counts_stay_readable(kernel, ledger):
+    p = Proc(17)
+    ledger.run(17, 0)
+    kernel.enable(me(p), p, user(0))
+    ledger.run(17, MS)
+    kernel.release(me(p), p)
+    ledger.run(17, MS)
+    _, counts = kernel.read(me(p), p)
+    assert counts[0] == 200_000
+    with pytest.raises(NotInUse):
+        kernel.control(me(p), p)
+
+
+def test_other_process_group_is_eperm(kernel, ledger):
+    a, b = Proc(20, pgid=1), Proc(21, pgid=2)
+    ledger.run(21, 0)
+    with pytest.raises(NotPermitted):
+        kernel.enable(me(a), b, user(0))
+
+
+def test_system_mode_displaces_user_mode_and_bumps_generation(kernel, ledger):
+    p, root = Proc(30), Proc(1, uid=0)
+    ledger.run(30, 0)
+    ledger.run(1, 0)
+    gen = kernel.enable(me(p), p, user(0))
+    kernel.enable_system(me(root), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)}))
+    generation, _ = kernel.read(me(p), p)
+    assert generation == gen + 1
+    with pytest.raises(CountersBusy):
+        kernel.enable(me(p), p, user(0))
+    ledger.cpus = [(0, 2 * MS), (0, 3 * MS)]
+    _, counts = kernel.read_system()
+    # kernel (non-EXL) share of system time: 90%
+    assert counts[0] == 5 * 200_000 * 9 // 10
+    assert kernel.read_cpu(5) is None
