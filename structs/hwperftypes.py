@@ -3,16 +3,15 @@
 IRIX was big-endian: its ``hwperf_ctrlreg`` declares ``hwp_ev:11, hwp_ie:1,
 hwp_mode:4`` so that ``hwperf_spec == (ev << 5) | (ie << 4) | mode``.  Programs
 write ``hwperf_spec`` directly, so on this little-endian machine the 16-bit
-word keeps IRIX's *value* layout; ``ByteSwapped`` lets construct read it
-most-significant bit first, exactly like the IRIX compiler did.
+word keeps IRIX's *value* layout (the C header reverses the bit-field order to
+match), and construct decodes it the same way.
 """
 
 from construct import (
+    Adapter,
     Array,
-    BitsInteger,
-    BitStruct,
-    ByteSwapped,
-    Flag,
+    Container,
+    Int16ul,
     Int32sl,
     Int64sl,
     Int64ul,
@@ -23,7 +22,11 @@ from construct import (
 HWPERF_EVENTMAX = 32
 HWPERF_CNTEVENTMAX = 16
 HWPERF_CNT1BASE = 16
-HWPERF_MAXEVENT = 31
+# Largest hwp_ev *per hardware counter* on the R10000, as in IRIX's
+# hwperfmacros.h (not 31): PAPI's IRIX substrate tests ``index >
+# HWPERF_MAXEVENT`` to tell a counter-1 slot from a counter-0 slot.
+HWPERF_MINEVENT = 0
+HWPERF_MAXEVENT = 15
 
 HWPERF_CNTEN_E = 0x1  # exception level (EXL)
 HWPERF_CNTEN_K = 0x2  # kernel
@@ -48,13 +51,21 @@ HWPERF_CM_MODE_NONE = 0
 HWPERF_CM_MODE_USER = 1
 HWPERF_CM_MODE_SYSTEM = 2
 
-hwperf_ctrl_t = ByteSwapped(
-    BitStruct(
-        "hwp_ev" / BitsInteger(11),
-        "hwp_ie" / Flag,
-        "hwp_mode" / BitsInteger(4),
-    )
-)
+class _ControlWord(Adapter):
+    """``hwperf_ctrl_t`` seen through its bit-fields, IRIX's value layout:
+    ``hwp_ev`` bits 15-5, ``hwp_ie`` bit 4, ``hwp_mode`` bits 3-0."""
+
+    def _decode(self, obj, context, path):
+        return Container(hwp_ev=obj >> HWPERF_EVSHIFT, hwp_ie=bool(obj & HWPERF_CNTEN_IE), hwp_mode=obj & HWPERF_MODEMASK)
+
+    def _encode(self, obj, context, path):
+        ev, mode = obj["hwp_ev"], obj["hwp_mode"]
+        if not (0 <= ev < 1 << 11 and 0 <= mode <= HWPERF_MODEMASK):
+            raise ValueError(f"hwp_ev {ev} or hwp_mode {mode} does not fit its bit-field")
+        return spec_word(ev, mode, obj["hwp_ie"])
+
+
+hwperf_ctrl_t = _ControlWord(Int16ul)
 
 hwperf_eventctrl_t = Struct("hwp_evctrl" / Array(HWPERF_EVENTMAX, hwperf_ctrl_t))
 

@@ -1,0 +1,5 @@
+import sys
+
+from hwperfd.daemon import main
+
+sys.exit(main())

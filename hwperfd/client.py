@@ -1,0 +1,251 @@
+"""Python client for hwperfd: the /proc event-counter ioctls as plain calls.
+
+Every call raises ``OSError`` with the errno r10k_counters(5) gives (EINVAL,
+EPERM, EBUSY, ESRCH ...).  The mount is found at ``$HWPERFD_MOUNT`` or
+``/run/hwperfd``.
+
+    with ProcessCounters() as counters:                # this process
+        gen = counters.enable({0: user(0), 16: user(9)})  # cycles, L1 D misses
+        ...
+        gen2, counts = counters.read()
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import structs
+from structs import (
+    HWPERF_CNTEN_E,
+    HWPERF_CNTEN_IE,
+    HWPERF_CNTEN_K,
+    HWPERF_CNTEN_U,
+    HWPERF_EVENTMAX,
+)
+
+DEFAULT_MOUNT = "/run/hwperfd"
+
+SlotSpecs = Mapping[int, int] | Sequence[int]
+
+
+def mount_point() -> Path:
+    return Path(os.environ.get("HWPERFD_MOUNT") or DEFAULT_MOUNT)
+
+
+class NotMounted(FileNotFoundError):
+    """hwperfd is not mounted where the client looked."""
+
+
+def require_mount(mount: Path | None = None) -> Path:
+    mount = mount or mount_point()
+    if not (mount / "control").exists():
+        raise NotMounted(
+            f"hwperfd is not mounted at {mount} (start it with `hwperfd {mount}` as root, "
+            "or set HWPERFD_MOUNT to where it is mounted)"
+        )
+    return mount
+
+
+def spec(event: int, mode: int = HWPERF_CNTEN_U, interrupt: bool = False) -> int:
+    """One ``hwperf_spec`` word: ``event`` is the number *on its counter*."""
+    return structs.spec_word(event, mode, interrupt)
+
+
+def user(event: int, interrupt: bool = False) -> int:
+    return spec(event, HWPERF_CNTEN_U, interrupt)
+
+
+def kernel(event: int) -> int:
+    return spec(event, HWPERF_CNTEN_K)
+
+
+def slots_for(*events: int, mode: int = HWPERF_CNTEN_U, counters_per_event: int = 16) -> dict[int, int]:
+    """Slot specs for R10000-numbered events (0-31): event e goes to slot e.
+
+    This is the r10k_counters(5) convention: slot i counts event i on counter
+    i // 16 as its event i % 16.
+    """
+    return {e: spec(e % counters_per_event, mode) for e in events}
+
+
+@dataclass(frozen=True)
+class Usage:
+    generation: int
+    counts: tuple[int, ...]
+    fields: dict  # every hwperf_prusage_t field, decoded
+
+
+def _slots(values: SlotSpecs | None, fill: int = 0) -> list[int]:
+    out = [fill] * HWPERF_EVENTMAX
+    if values is None:
+        return out
+    items = values.items() if isinstance(values, Mapping) else enumerate(values)
+    for slot, value in items:
+        if not 0 <= slot < HWPERF_EVENTMAX:
+            raise ValueError(f"slot {slot} is outside 0..31")
+        out[slot] = int(value)
+    return out
+
+
+def pack_request(specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> bytes:
+    specs_list = _slots(specs)
+    return structs.hwperf_profevctrarg_t.build(
+        dict(
+            hwp_evctrargs=dict(hwp_evctrl=[_ctrl(s) for s in specs_list]),
+            hwp_ovflw_freq=_slots(thresholds),
+            hwp_ovflw_sig=signal,
+        )
+    )
+
+
+def _ctrl(word: int) -> dict:
+    ev, ie, mode = structs.spec_fields(word)
+    return dict(hwp_ev=ev, hwp_ie=ie, hwp_mode=mode)
+
+
+class ProcessCounters:
+    """An open hwperfd process file, ``<mount>/%05d``.
+
+    ``writable=False`` opens read-only, as PAPI did; the ioctls still work.
+    """
+
+    def __init__(self, pid: int | None = None, *, mount: Path | str | None = None, writable: bool = True):
+        self.pid = os.getpid() if pid is None else pid
+        root = require_mount(Path(mount) if mount else None)
+        self.path = root / f"{self.pid:05d}"
+        self.fd = os.open(self.path, os.O_RDWR if writable else os.O_RDONLY)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "ProcessCounters":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _ioctl(self, cmd: int, arg: bytes | int = 0) -> tuple[int, bytes]:
+        if isinstance(arg, int):
+            return fcntl.ioctl(self.fd, cmd, arg), b""
+        buf = bytearray(arg)
+        result = fcntl.ioctl(self.fd, cmd, buf, True)
+        return result, bytes(buf)
+
+    def enable(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
+        """PIOCENEVCTRS: start counting; returns the generation number."""
+        return self._ioctl(structs.PIOCENEVCTRS, pack_request(specs, thresholds, signal))[0]
+
+    def read(self) -> tuple[int, tuple[int, ...]]:
+        """PIOCGETEVCTRS: (generation, 32 virtual 64-bit counts)."""
+        gen, out = self._ioctl(structs.PIOCGETEVCTRS, bytes(structs.hwperf_cntr_t.sizeof()))
+        return gen, tuple(structs.hwperf_cntr_t.parse(out).hwp_evctr)
+
+    def control(self) -> tuple[int, tuple[int, ...]]:
+        """PIOCGETEVCTRL: (generation, 32 spec words); EINVAL when not in use."""
+        gen, out = self._ioctl(structs.PIOCGETEVCTRL, bytes(structs.hwperf_eventctrl_t.sizeof()))
+        words = structs.hwperf_eventctrl_t.parse(out).hwp_evctrl
+        return gen, tuple(structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in words)
+
+    def set_control(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
+        """PIOCSETEVCTRL: change events without releasing; returns the new generation."""
+        return self._ioctl(structs.PIOCSETEVCTRL, pack_request(specs, thresholds, signal))[0]
+
+    def release(self) -> None:
+        """PIOCRELEVCTRS: stop counting (counts stay readable)."""
+        self._ioctl(structs.PIOCRELEVCTRS)
+
+    def read_usage(self) -> Usage:
+        """PIOCGETPREVCTRS: counts plus the process's prusage."""
+        gen, out = self._ioctl(structs.PIOCGETPREVCTRS, bytes(structs.hwperf_prusage_t.sizeof()))
+        fields = structs.hwperf_prusage_t.parse(out)
+        return Usage(gen, tuple(fields.pu_cpu_mon.cm_evctr), fields)
+
+    def save_child_counts(self, child: int | None = None) -> None:
+        """PIOCSAVECCNTRS: add a child's counts to its parent when it exits.
+
+        On the parent's file pass the child's pid; on the child's file pass nothing.
+        """
+        self._ioctl(structs.PIOCSAVECCNTRS, child or 0)
+
+    def set_profile(self, profile: str) -> None:
+        """Model this process's workload: ``NAME [kind=rate ...]`` (see docs)."""
+        os.write(self.fd, f"profile {profile}\n".encode())
+
+    def summary(self) -> str:
+        return os.pread(self.fd, 1 << 16, 0).decode()
+
+
+class Control:
+    """The root-only control node: syssgi(SGI_EVENTCTR) commands and the manual clock."""
+
+    def __init__(self, *, mount: Path | str | None = None) -> None:
+        root = require_mount(Path(mount) if mount else None)
+        self.fd = os.open(root / "control", os.O_RDWR)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "Control":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def command(self, text: str) -> None:
+        os.write(self.fd, text.encode() + b"\n")
+
+    def advance(self, pid: int, user_ns: int, system_ns: int = 0) -> None:
+        """Manual clock: ``pid`` ran ``user_ns`` in user and ``system_ns`` in system mode."""
+        self.command(f"advance {pid} {user_ns} {system_ns}")
+
+    def advance_cpu(self, cpu: int, user_ns: int, system_ns: int = 0) -> None:
+        self.command(f"advance-cpu {cpu} {user_ns} {system_ns}")
+
+    def status(self) -> str:
+        return os.pread(self.fd, 1 << 16, 0).decode()
+
+    def _ioctl(self, cmd: int, arg: bytes | int = 0) -> tuple[int, bytes]:
+        if isinstance(arg, int):
+            return fcntl.ioctl(self.fd, cmd, arg), b""
+        buf = bytearray(arg)
+        return fcntl.ioctl(self.fd, cmd, buf, True), bytes(buf)
+
+    def enable_system(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
+        """HWPERF_ENSYSCNTRS: forcibly acquire the counters in system mode."""
+        return self._ioctl(structs.HWIOC_ENSYSCNTRS, pack_request(specs, thresholds, signal))[0]
+
+    def read_system(self) -> tuple[int, tuple[int, ...]]:
+        gen, out = self._ioctl(structs.HWIOC_GET_SYSCNTRS, bytes(structs.hwperf_cntr_t.sizeof()))
+        return gen, tuple(structs.hwperf_cntr_t.parse(out).hwp_evctr)
+
+    def read_cpu(self, cpu: int) -> tuple[int, tuple[int, ...]]:
+        """HWPERF_GET_CPUCNTRS: generation 0 means an invalid cpuid."""
+        arg = structs.hwperf_cpucntrs_arg_t.build(dict(cpuid=cpu, cntr=dict(hwp_evctr=[0] * 32)))
+        gen, out = self._ioctl(structs.HWIOC_GET_CPUCNTRS, arg)
+        return gen, tuple(structs.hwperf_cpucntrs_arg_t.parse(out).cntr.hwp_evctr)
+
+    def system_control(self) -> tuple[int, tuple[int, ...]]:
+        gen, out = self._ioctl(structs.HWIOC_GET_SYSEVCTRL, bytes(structs.hwperf_eventctrl_t.sizeof()))
+        words = structs.hwperf_eventctrl_t.parse(out).hwp_evctrl
+        return gen, tuple(structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in words)
+
+    def set_system_control(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
+        return self._ioctl(structs.HWIOC_SET_SYSEVCTRL, pack_request(specs, thresholds, signal))[0]
+
+    def release_system(self) -> None:
+        self._ioctl(structs.HWIOC_RELSYSCNTRS)
+
+
+__all__ = [
+    "ProcessCounters", "Control", "Usage", "NotMounted", "mount_point", "require_mount",
+    "spec", "user", "kernel", "slots_for", "pack_request",
+    "HWPERF_CNTEN_U", "HWPERF_CNTEN_K", "HWPERF_CNTEN_E", "HWPERF_CNTEN_IE",
+]  # fmt: skip

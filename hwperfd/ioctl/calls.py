@@ -1,0 +1,64 @@
+"""Who is calling, and on whom: resolved from the host only when a rule needs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from hwperfd.counters.errors import NoSuchProcess
+from hwperfd.counters.kernel import Caller
+from hwperfd.host import processes
+
+
+@dataclass(frozen=True)
+class IoctlCall:
+    cmd: int
+    arg: int
+    data: bytes
+    out_size: int
+    pid: int
+    uid: int
+    gid: int
+
+    def caller(self) -> Caller:
+        return LazyCaller(self.pid, self.uid, self.gid)
+
+
+class LazyCaller(Caller):
+    """The caller's process group is read from /proc only if a rule asks."""
+
+    def __init__(self, pid: int, uid: int, gid: int) -> None:
+        object.__setattr__(self, "pid", pid)
+        object.__setattr__(self, "uid", uid)
+        object.__setattr__(self, "gid", gid)
+
+    @cached_property
+    def pgid(self) -> int:  # type: ignore[override]
+        info = processes.read_process(self.pid)
+        return -1 if info is None else info.pgid
+
+
+class Target:
+    """The process a file stands for; its details are read on first use."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    @cached_property
+    def _info(self):
+        info = processes.read_process(self.pid)
+        if info is None:
+            raise NoSuchProcess(f"pid {self.pid} is gone")
+        return info
+
+    @property
+    def uid(self) -> int:
+        return self._info.uid
+
+    @property
+    def pgid(self) -> int:
+        return self._info.pgid
+
+    @property
+    def processor(self) -> int:
+        return self._info.processor

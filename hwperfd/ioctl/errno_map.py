@@ -1,0 +1,32 @@
+"""The errno contract, in one place (abi.md, errno contract)."""
+
+import errno
+
+from hwperfd.counters import errors
+
+ERRNO: dict[type[errors.CounterError], int] = {
+    errors.InvalidRequest: errno.EINVAL,
+    errors.NotInUse: errno.EINVAL,
+    errors.NotPermitted: errno.EPERM,
+    errors.CountersBusy: errno.EBUSY,
+    errors.NoSuchProcess: errno.ESRCH,
+    errors.NotSupported: errno.ENOTSUP,
+}
+
+
+def to_oserror(exc: errors.CounterError) -> OSError:
+    code = ERRNO[type(exc)]
+    return OSError(code, str(exc))
+
+
+class UnknownCommand(OSError):
+    """An ioctl the node does not know: ENOTTY, never ENOSYS, which FUSE
+    would take as "this filesystem has no ioctl at all"."""
+
+    def __init__(self, cmd: int) -> None:
+        super().__init__(errno.ENOTTY, f"unknown ioctl 0x{cmd:08x}")
+
+
+class BadArgument(OSError):
+    def __init__(self, why: str) -> None:
+        super().__init__(errno.EINVAL, why)

@@ -1,0 +1,88 @@
+"""The /proc PIOC* ioctls of r10k_counters(5), on the file of one process."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable
+
+from hwperfd.counters.errors import CounterError, NoSuchProcess
+from hwperfd.counters.kernel import CounterKernel
+from hwperfd.host import processes
+from hwperfd.ioctl import marshal
+from hwperfd.ioctl.calls import IoctlCall, Target
+from hwperfd.ioctl.errno_map import UnknownCommand, to_oserror
+import structs
+
+Reply = tuple[int, bytes]
+
+
+class ProcIoctls:
+    """Decode, check, call the kernel, encode.  Raises OSError(errno) only."""
+
+    def __init__(self, kernel: CounterKernel) -> None:
+        self.kernel = kernel
+        self._commands: dict[int, Callable[[Target, IoctlCall], Reply]] = {
+            structs.PIOCENEVCTRS: self._enable,
+            structs.PIOCGETEVCTRS: self._read,
+            structs.PIOCGETPREVCTRS: self._read_usage,
+            structs.PIOCGETEVCTRL: self._control,
+            structs.PIOCSETEVCTRL: self._set_control,
+            structs.PIOCRELEVCTRS: self._release,
+            structs.PIOCSAVECCNTRS: self._save_child,
+        }
+
+    def __call__(self, pid: int, call: IoctlCall) -> Reply:
+        handler = self._commands.get(call.cmd)
+        if handler is None:
+            raise UnknownCommand(call.cmd)
+        try:
+            return handler(Target(pid), call)
+        except CounterError as exc:
+            raise to_oserror(exc) from None
+
+    def _enable(self, target: Target, call: IoctlCall) -> Reply:
+        request = marshal.parse_request(call.data)
+        return self.kernel.enable(call.caller(), target, request), b""
+
+    def _read(self, target: Target, call: IoctlCall) -> Reply:
+        generation, counts = self.kernel.read(call.caller(), target)
+        return generation, marshal.build_counts(counts)
+
+    def _read_usage(self, target: Target, call: IoctlCall) -> Reply:
+        generation, _ = self.kernel.read(call.caller(), target)
+        view = self.kernel.view(target.pid)
+        usage = processes.read_usage(target.pid)
+        return generation, marshal.build_prusage(usage, view, self._tlb_misses(target.pid, usage))
+
+    def _control(self, target: Target, call: IoctlCall) -> Reply:
+        generation, request = self.kernel.control(call.caller(), target)
+        return generation, marshal.build_eventctrl(request)
+
+    def _set_control(self, target: Target, call: IoctlCall) -> Reply:
+        request = marshal.parse_request(call.data)
+        return self.kernel.set_control(call.caller(), target, request), b""
+
+    def _release(self, target: Target, call: IoctlCall) -> Reply:
+        self.kernel.release(call.caller(), target)
+        return 0, b""
+
+    def _save_child(self, target: Target, call: IoctlCall) -> Reply:
+        # PAPI passes the child's pid as the raw argument; with none, the
+        # file's process is the child and its parent receives the counts.
+        if call.arg and call.arg != target.pid:
+            parent, child = target, call.arg
+        else:
+            info = processes.read_process(target.pid)
+            if info is None:
+                raise to_oserror(NoSuchProcess(f"pid {target.pid} is gone"))
+            parent, child = Target(info.ppid), target.pid
+        self.kernel.save_child_counts(call.caller(), parent, child)
+        return 0, b""
+
+    def _tlb_misses(self, pid: int, usage) -> tuple[int, int]:
+        """IRIX's pu_utlb/pu_ktlb have no Linux source: take them from the
+        emulated CPU, at the process's profile rate over its CPU time."""
+        if usage is None:
+            return 0, 0
+        rate = self.kernel.profile(pid).rate("tlb_misses") * self.kernel.cpus.mhz / 1000
+        return int(Fraction(usage.user_ns) * rate), int(Fraction(usage.system_ns) * rate)

@@ -1,0 +1,52 @@
+"""Text commands written to the files of the mount.
+
+A process file takes ``profile NAME [kind=rate ...]`` from anyone who may
+open it for writing.  The root-only control node also takes::
+
+    advance PID USER [SYSTEM]       manual clock: PID ran this long
+    advance-cpu CPU USER [SYSTEM]   manual clock: an emulated CPU was busy
+    profile PID NAME [kind=rate ...]
+    default-profile NAME [kind=rate ...]
+
+Durations are nanoseconds, or a number with ns, us, ms or s.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+class CommandError(ValueError):
+    pass
+
+
+def duration_ns(text: str) -> int:
+    for unit in ("ns", "us", "ms", "s"):
+        if text.endswith(unit):
+            number, scale = text[: -len(unit)], _UNITS[unit]
+            break
+    else:
+        number, scale = text, 1
+    try:
+        value = Fraction(number) * scale
+    except (ValueError, ZeroDivisionError):
+        raise CommandError(f"not a duration: {text!r}") from None
+    if value < 0 or value.denominator != 1:
+        raise CommandError(f"duration must be a whole, non-negative number of ns: {text!r}")
+    return int(value)
+
+
+def parse_lines(data: bytes) -> list[list[str]]:
+    try:
+        text = data.decode("ascii")
+    except UnicodeDecodeError:
+        raise CommandError("commands are ASCII text") from None
+    return [line.split() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def integer(text: str, what: str) -> int:
+    if not text.isdigit():
+        raise CommandError(f"{what} must be a non-negative integer, got {text!r}")
+    return int(text)

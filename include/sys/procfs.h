@@ -1,0 +1,34 @@
+/*
+ * hwperfd: IRIX /proc hardware event counter ioctls for Linux.
+ *
+ * Wraps the system's own <sys/procfs.h> and adds IRIX's PIOC* counter
+ * ioctls, served by hwperfd on /proc/<pid> nodes of its FUSE mount.  IRIX
+ * numbered them ('q' << 8) | n; FUSE needs Linux's _IOC encoding (direction
+ * and size), so the type letter and numbers are kept and the encoding added.
+ * structs/procfs.py mirrors these values.
+ */
+#ifndef __HWPERFD_SYS_PROCFS_H__
+#define __HWPERFD_SYS_PROCFS_H__
+
+#include_next <sys/procfs.h>
+#include <sys/ioctl.h>
+#include <sys/hwperftypes.h>
+#include <sys/hwperfmacros.h>
+
+/* Acquire the counters; returns the generation number (> 0). */
+#define PIOCENEVCTRS	_IOW('q', 233, hwperf_profevctrarg_t)
+/* Release the counters; the counts stay readable. */
+#define PIOCRELEVCTRS	_IO('q', 234)
+/* Read the 32 virtual counters; returns the generation number. */
+#define PIOCGETEVCTRS	_IOR('q', 235, hwperf_cntr_t)
+/* Read the counters and the resource usage; returns the generation. */
+#define PIOCGETPREVCTRS	_IOR('q', 236, hwperf_prusage_t)
+/* Read the 32 control words; EINVAL if the counters are not in use. */
+#define PIOCGETEVCTRL	_IOR('q', 237, hwperf_eventctrl_t)
+/* Change events/thresholds/signal; returns the new generation. */
+#define PIOCSETEVCTRL	_IOW('q', 238, hwperf_profevctrarg_t)
+/* Have a child's counts added to the parent's at exit; the ioctl's raw
+ * argument may carry the child's pid. */
+#define PIOCSAVECCNTRS	_IO('q', 239)
+
+#endif /* __HWPERFD_SYS_PROCFS_H__ */

@@ -1,0 +1,51 @@
+/*
+ * hwperfd: IRIX syssgi(SGI_EVENTCTR, ...) for Linux.
+ *
+ * Linux has no syssgi system call.  hwperfd serves the SGI_EVENTCTR
+ * sub-commands as ioctls on the root-only control node of its mount (type
+ * letter 'h', number = the IRIX sub-command), and syssgi() below is
+ * implemented in libhwperf, hwperfd's client library, so that IRIX sources
+ * calling syssgi(SGI_EVENTCTR, HWPERF_..., ...) compile and link unchanged
+ * (link with -lhwperf).  structs/procfs.py mirrors these values.
+ */
+#ifndef __HWPERFD_SYS_SYSSGI_H__
+#define __HWPERFD_SYS_SYSSGI_H__
+
+#include <sys/ioctl.h>
+#include <sys/hwperftypes.h>
+#include <sys/hwperfmacros.h>	/* HWPERF_PROFENABLE ... HWPERF_SET_SYSEVCTRL */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SGI_EVENTCTR	174
+
+/* HWPERF_GET_CPUCNTRS: cpuid in, that CPU's counts out. */
+typedef struct hwperf_cpucntrs_arg {
+	int		cpuid;		/* in: the CPU */
+	int		cpu_pad;	/* zero */
+	hwperf_cntr_t	cntr;		/* out: its counts */
+} hwperf_cpucntrs_arg_t;				/* 264 bytes */
+
+#define HWIOC_PROFENABLE	_IOW('h', HWPERF_PROFENABLE, hwperf_profevctrarg_t)
+#define HWIOC_ENSYSCNTRS	_IOW('h', HWPERF_ENSYSCNTRS, hwperf_profevctrarg_t)
+#define HWIOC_GET_CPUCNTRS	_IOWR('h', HWPERF_GET_CPUCNTRS, hwperf_cpucntrs_arg_t)
+#define HWIOC_PROF_CTR_SUSP	_IO('h', HWPERF_PROF_CTR_SUSP)
+#define HWIOC_PROF_CTR_CONT	_IO('h', HWPERF_PROF_CTR_CONT)
+#define HWIOC_RELSYSCNTRS	_IO('h', HWPERF_RELSYSCNTRS)
+#define HWIOC_GET_SYSCNTRS	_IOR('h', HWPERF_GET_SYSCNTRS, hwperf_cntr_t)
+#define HWIOC_GET_SYSEVCTRL	_IOR('h', HWPERF_GET_SYSEVCTRL, hwperf_eventctrl_t)
+#define HWIOC_SET_SYSEVCTRL	_IOW('h', HWPERF_SET_SYSEVCTRL, hwperf_profevctrarg_t)
+
+/*
+ * syssgi(SGI_EVENTCTR, cmd, ...): implemented in libhwperf (hwperfd's client
+ * library) on top of the HWIOC_* ioctls.
+ */
+int syssgi(int request, ...);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* __HWPERFD_SYS_SYSSGI_H__ */
