@@ -1,0 +1,520 @@
+"""What Linux tells about its processes, read from /proc.
+
+The counter layer turns host CPU time into emulated events, so this module
+is on the hot path: ``read_cpu_times`` reads one small file and makes one
+system call.  Everything else here is read only when a client asks.
+
+Every reader returns ``None`` when the process has gone: a process may exit
+between any two reads, and that is a normal outcome, not an error.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import platform
+import time
+from dataclasses import dataclass
+
+__all__ = [
+    "CLOCK_TICKS",
+    "TICK_NS",
+    "CpuTimes",
+    "ProcessInfo",
+    "Usage",
+    "boot_time_epoch_ns",
+    "clamp_cpu_times",
+    "ensure_proc",
+    "list_pids",
+    "read_cpu_times",
+    "read_process",
+    "read_system_cpu_times",
+    "read_usage",
+    "waiting_for_child",
+]
+
+PROC = "/proc"
+
+#: USER_HZ: the unit of every tick count in /proc (stat, /proc/stat).
+CLOCK_TICKS: int = os.sysconf("SC_CLK_TCK")
+#: One USER_HZ tick in nanoseconds.
+TICK_NS: int = 1_000_000_000 // CLOCK_TICKS
+
+_O_READ = os.O_RDONLY | os.O_CLOEXEC
+_O_DIR = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY
+
+# Field numbers of proc(5) stat, as indexes into the fields after "comm)".
+# Field n (1-based, pid = 1, comm = 2) is at index n - 3.
+_STATE, _PPID, _PGRP, _SESSION = 0, 1, 2, 3
+_MINFLT, _MAJFLT = 7, 9
+_UTIME, _STIME = 11, 12
+_NUM_THREADS = 17
+_STARTTIME = 19
+_PROCESSOR = 36
+
+# wait4 and waitid as /proc/<pid>/syscall reports them (native ABI only).
+_WAIT_SYSCALLS: dict[str, frozenset[int]] = {
+    "x86_64": frozenset({61, 247}),
+    "aarch64": frozenset({260, 95}),
+    "arm64": frozenset({260, 95}),
+    "riscv64": frozenset({260, 95}),
+    "loongarch64": frozenset({260, 95}),
+    "ppc64le": frozenset({114, 272}),
+    "ppc64": frozenset({114, 272}),
+    "s390x": frozenset({114, 281}),
+}.get(platform.machine(), frozenset())
+
+# Kernel functions a task blocked in wait4/waitid/waitpid sleeps in, as
+# /proc/<pid>/wchan names them across kernel versions (compiler suffixes
+# such as ".isra.0" or ".constprop.0" are stripped before the look-up).
+_WAIT_WCHANS = frozenset(
+    {
+        b"do_wait",
+        b"kernel_wait4",
+        b"kernel_waitid",
+        b"__do_sys_wait4",
+        b"__do_sys_waitid",
+        b"__se_sys_wait4",
+        b"__se_sys_waitid",
+        b"do_sys_wait4",
+        b"sys_wait4",
+        b"sys_waitid",
+        b"sys_waitpid",
+    }
+)
+
+
+class _Gone(Exception):
+    """The process vanished (or was never there) while we read it."""
+
+
+# --------------------------------------------------------------------------
+# low-level reading
+
+
+def _read(path: str, dir_fd: int | None = None) -> bytes:
+    """Whole content of a /proc file; os.open/os.read skips io's buffering."""
+    fd = os.open(path, _O_READ, dir_fd=dir_fd)
+    try:
+        data = os.read(fd, 8192)
+        if len(data) < 8192:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _split_stat(data: bytes) -> tuple[bytes, list[bytes]]:
+    """(comm, fields after comm) of a stat line.
+
+    comm may hold spaces, '(' and ')', so it ends at the LAST ')'.
+    """
+    left = data.index(b"(")
+    right = data.rindex(b")")
+    return data[left + 1 : right], data[right + 2 :].split()
+
+
+def _status_fields(data: bytes, *keys: bytes) -> dict[bytes, list[bytes]]:
+    """Selected "Key:\tv1\tv2" lines of /proc/<pid>/status."""
+    wanted = set(keys)
+    found: dict[bytes, list[bytes]] = {}
+    for line in data.split(b"\n"):
+        key, sep, value = line.partition(b":")
+        if sep and key in wanted:
+            found[key] = value.split()
+            if len(found) == len(wanted):
+                break
+    return found
+
+
+def _keyed_ints(data: bytes) -> dict[bytes, int]:
+    """"key: number" lines (/proc/<pid>/io) as a dict."""
+    out: dict[bytes, int] = {}
+    for line in data.split(b"\n"):
+        key, sep, value = line.partition(b":")
+        if sep:
+            out[key] = int(value)
+    return out
+
+
+# --------------------------------------------------------------------------
+# process identity
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """Identity and scheduling state of one process, as /proc tells it."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    uid: int  # real uid (status "Uid:" first field)
+    gid: int  # real gid (status "Gid:" first field)
+    euid: int
+    state: str  # one letter from stat: R S D Z T t X I ...
+    processor: int  # CPU it last ran on (stat field 39)
+    start_time_ns: int  # since boot (stat field 22, USER_HZ ticks -> ns)
+    comm: str
+
+    @property
+    def zombie(self) -> bool:
+        """Exited but not yet reaped by its parent."""
+        return self.state == "Z"
+
+    @property
+    def running(self) -> bool:
+        """On a CPU or runnable right now."""
+        return self.state == "R"
+
+
+def list_pids() -> list[int]:
+    """Live thread-group ids, sorted.
+
+    /proc lists only thread-group leaders; other threads' ids are reachable
+    by name but not listed, which is what we want.
+    """
+    return sorted(int(name) for name in os.listdir(PROC) if name.isdigit())
+
+
+def read_process(pid: int) -> ProcessInfo | None:
+    """Identity of ``pid``, or None if it is gone.
+
+    Both files are read through one open directory of the process, so a pid
+    reused between the two reads makes the second read fail (ESRCH) rather
+    than mix two processes.
+    """
+    try:
+        dfd = os.open(f"{PROC}/{pid}", _O_DIR)
+    except OSError:
+        return None
+    try:
+        comm, st = _split_stat(_read("stat", dfd))
+        ids = _status_fields(_read("status", dfd), b"Uid", b"Gid")
+        return ProcessInfo(
+            pid=pid,
+            ppid=int(st[_PPID]),
+            pgid=int(st[_PGRP]),
+            sid=int(st[_SESSION]),
+            uid=int(ids[b"Uid"][0]),
+            gid=int(ids[b"Gid"][0]),
+            euid=int(ids[b"Uid"][1]),
+            state=st[_STATE].decode("ascii", "replace"),
+            processor=int(st[_PROCESSOR]),
+            start_time_ns=int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS,
+            comm=comm.decode("utf-8", "replace"),
+        )
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+    finally:
+        os.close(dfd)
+
+
+# --------------------------------------------------------------------------
+# CPU time
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """Cumulative CPU time in nanoseconds, split into user and system mode."""
+
+    user_ns: int
+    system_ns: int
+
+    @property
+    def total_ns(self) -> int:
+        return self.user_ns + self.system_ns
+
+
+def _process_cpu_clock(pid: int) -> int:
+    """clock_getcpuclockid(pid): the process-wide CPUCLOCK_SCHED clock.
+
+    Linux encodes it as ``(~pid << 3) | 2``.  Reading it gives the exact
+    on-CPU time of all threads, living and dead, including the slice the
+    process is running in now, for one system call and no permission check.
+    """
+    return ((~pid) << 3) | 2
+
+
+def _schedstat_total(pid: int) -> int:
+    """Fallback total: sum of first schedstat fields of the live threads.
+
+    Used only if the CPU clock can't be read; misses exited threads and the
+    current slice of running ones.
+    """
+    total = 0
+    for tid in os.listdir(f"{PROC}/{pid}/task"):
+        try:
+            total += int(_read(f"{PROC}/{pid}/task/{tid}/schedstat").split()[0])
+        except (OSError, IndexError, ValueError):
+            continue  # thread exited while we walked the list
+    return total
+
+
+def _cpu_times(pid: int, utime: int, stime: int) -> CpuTimes:
+    """Precise total of ``pid`` split in the ratio of stat's utime:stime.
+
+    Linux knows the exact on-CPU time but keeps user vs system only as tick
+    samples (which stat already scales so they add up to the exact time),
+    so the split is an estimate: exact in total, statistically right in the
+    ratio.  Call after reading stat, so stat's ticks can't be ahead of the
+    clock; ``max`` keeps the documented floor anyway.
+    """
+    try:
+        total = time.clock_gettime_ns(_process_cpu_clock(pid))
+    except OSError as e:
+        if e.errno != errno.EINVAL:  # EINVAL: not a thread-group leader/gone
+            raise
+        total = _schedstat_total(pid)
+    ticks = utime + stime
+    total = max(total, ticks * TICK_NS)
+    if ticks == 0:
+        return CpuTimes(total, 0)
+    system = total * stime // ticks
+    return CpuTimes(total - system, system)
+
+
+def read_cpu_times(pid: int, previous: CpuTimes | None = None) -> CpuTimes | None:
+    """Cumulative CPU time of the whole process (all threads), or None if gone.
+
+    Cheap by design (called on every counter read): one read of
+    /proc/<pid>/stat and one clock_gettime.  The total is exact to the
+    nanosecond and never decreases; the user/system split is an estimate
+    (see ``_cpu_times``) and on its own may shift by a few ms between reads.
+    Pass the previous reading of the same process as ``previous`` to get
+    both parts monotonic (``clamp_cpu_times``).
+    """
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
+        times = _cpu_times(pid, int(st[_UTIME]), int(st[_STIME]))
+    except (OSError, ValueError, IndexError):
+        return None
+    return times if previous is None else clamp_cpu_times(previous, times)
+
+
+def clamp_cpu_times(previous: CpuTimes, current: CpuTimes) -> CpuTimes:
+    """``current`` adjusted so neither user nor system time goes backwards.
+
+    The total is kept (or the previous total if larger); the user part stays
+    as close to the new estimate as monotonicity of both parts allows.
+    """
+    total = max(current.total_ns, previous.total_ns)
+    user = min(max(current.user_ns, previous.user_ns), total - previous.system_ns)
+    return CpuTimes(user, total - user)
+
+
+def read_system_cpu_times() -> list[CpuTimes]:
+    """Per host CPU times from /proc/stat, indexed by CPU number.
+
+    user = user + nice, system = system + irq + softirq (guest time is
+    already part of user).  USER_HZ resolution.  An offline CPU missing from
+    /proc/stat gets zeros so that indexes stay CPU numbers.
+    """
+    per_cpu: dict[int, CpuTimes] = {}
+    for line in _read(f"{PROC}/stat").split(b"\n"):
+        if not line.startswith(b"cpu") or line[3:4] == b" ":
+            continue
+        fields = line.split()
+        if not fields[0][3:].isdigit():
+            continue
+        v = [int(x) for x in fields[1:8]]
+        user, nice, system, _idle, _iowait, irq, softirq = v
+        per_cpu[int(fields[0][3:])] = CpuTimes(
+            (user + nice) * TICK_NS, (system + irq + softirq) * TICK_NS
+        )
+    if not per_cpu:
+        return []
+    return [per_cpu.get(cpu, CpuTimes(0, 0)) for cpu in range(max(per_cpu) + 1)]
+
+
+# --------------------------------------------------------------------------
+# resource usage
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What Linux can tell for IRIX's prusage (whole process)."""
+
+    start_time_ns_epoch: int  # process start, wall-clock ns since the epoch
+    user_ns: int
+    system_ns: int
+    minflt: int
+    majflt: int
+    nswap: int  # Linux does not swap whole processes: always 0
+    read_bytes: int  # /proc/<pid>/io rchar: bytes passed to read-like calls
+    write_bytes: int  # /proc/<pid>/io wchar
+    syscr: int  # read-like system calls
+    syscw: int  # write-like system calls
+    voluntary_ctxt_switches: int  # summed over live threads
+    nonvoluntary_ctxt_switches: int
+    signals: int  # Linux keeps no count of delivered signals: always 0
+    size_pages: int  # /proc/<pid>/statm size (virtual)
+    rss_pages: int  # /proc/<pid>/statm resident
+    inblock: int  # io read_bytes / 512: estimate of block reads
+    oublock: int  # io write_bytes / 512: estimate of block writes
+    syscalls: int  # syscr + syscw: Linux counts no other system calls
+
+
+def boot_time_epoch_ns() -> int:
+    """Boot time as wall-clock ns since the epoch (/proc/stat btime).
+
+    Read every time: the kernel recomputes btime when the wall clock is
+    stepped (NTP at boot), so a cached value could be off for good.
+    Whole-second resolution, like ps(1).
+    """
+    data = _read(f"{PROC}/stat")
+    at = data.index(b"\nbtime ") + 7
+    return int(data[at : data.index(b"\n", at)]) * 1_000_000_000
+
+
+def _context_switches(dfd: int, threads: int) -> tuple[int, int]:
+    """(voluntary, involuntary) switches of all live threads.
+
+    status reports them for one thread only; threads that already exited
+    are not counted (Linux exposes their sum only through getrusage of self).
+    """
+    keys = (b"voluntary_ctxt_switches", b"nonvoluntary_ctxt_switches")
+    if threads <= 1:
+        f = _status_fields(_read("status", dfd), *keys)
+        return int(f[keys[0]][0]), int(f[keys[1]][0])
+    vol = invol = 0
+    tfd = os.open("task", _O_DIR, dir_fd=dfd)
+    try:
+        for tid in os.listdir(tfd):
+            try:
+                f = _status_fields(_read(f"{tid}/status", tfd), *keys)
+                vol += int(f[keys[0]][0])
+                invol += int(f[keys[1]][0])
+            except (OSError, KeyError, IndexError, ValueError):
+                continue  # thread exited meanwhile
+    finally:
+        os.close(tfd)
+    return vol, invol
+
+
+def read_usage(pid: int) -> Usage | None:
+    """Resource usage of ``pid`` (all threads), or None if it is gone.
+
+    /proc/<pid>/io is readable only by the owner or root; without it the
+    I/O fields are 0 rather than the whole answer lost.
+    """
+    try:
+        dfd = os.open(f"{PROC}/{pid}", _O_DIR)
+    except OSError:
+        return None
+    try:
+        _, st = _split_stat(_read("stat", dfd))
+        cpu = _cpu_times(pid, int(st[_UTIME]), int(st[_STIME]))
+        vol, invol = _context_switches(dfd, int(st[_NUM_THREADS]))
+        try:
+            io = _keyed_ints(_read("io", dfd))
+        except PermissionError:
+            io = {}
+        statm = _read("statm", dfd).split()
+        start = int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS
+        syscr, syscw = io.get(b"syscr", 0), io.get(b"syscw", 0)
+        return Usage(
+            start_time_ns_epoch=boot_time_epoch_ns() + start,
+            user_ns=cpu.user_ns,
+            system_ns=cpu.system_ns,
+            minflt=int(st[_MINFLT]),
+            majflt=int(st[_MAJFLT]),
+            nswap=0,
+            read_bytes=io.get(b"rchar", 0),
+            write_bytes=io.get(b"wchar", 0),
+            syscr=syscr,
+            syscw=syscw,
+            voluntary_ctxt_switches=vol,
+            nonvoluntary_ctxt_switches=invol,
+            signals=0,
+            size_pages=int(statm[0]),
+            rss_pages=int(statm[1]),
+            inblock=io.get(b"read_bytes", 0) // 512,
+            oublock=io.get(b"write_bytes", 0) // 512,
+            syscalls=syscr + syscw,
+        )
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+    finally:
+        os.close(dfd)
+
+
+# --------------------------------------------------------------------------
+# blocked in wait
+
+
+def _task_waiting(tfd: int, tid: str) -> bool:
+    """Is one thread blocked in wait4/waitid?
+
+    /proc/<tid>/syscall is preferred: the kernel waits until the thread is
+    off-CPU before answering, and the syscall number doesn't depend on
+    kernel symbol names.  It needs ptrace-attach rights (Yama scope 3 denies
+    even root) and a known architecture; otherwise wchan is used.
+    """
+    if _WAIT_SYSCALLS:
+        try:
+            first = _read(f"{tid}/syscall", tfd).split(maxsplit=1)
+        except PermissionError:
+            pass
+        else:
+            # "running", "-1 sp pc" (blocked outside a syscall) or "nr args..."
+            return bool(first) and first[0].isdigit() and int(first[0]) in _WAIT_SYSCALLS
+    name = _read(f"{tid}/wchan", tfd).strip().split(b".")[0]
+    return name in _WAIT_WCHANS
+
+
+def waiting_for_child(pid: int) -> bool:
+    """True if a thread of ``pid`` is blocked in wait*(2) for a child.
+
+    False for a running, otherwise sleeping, or vanished process.  On this
+    project's x86_64 kernel both methods work: syscall shows 61 (wait4) and
+    wchan shows "do_wait".
+    """
+    try:
+        tfd = os.open(f"{PROC}/{pid}/task", _O_DIR)
+    except OSError:
+        return False
+    try:
+        for tid in os.listdir(tfd):
+            try:
+                if _task_waiting(tfd, tid):
+                    return True
+            except (OSError, ValueError):
+                continue
+        return False
+    except OSError:
+        return False
+    finally:
+        os.close(tfd)
+
+
+# --------------------------------------------------------------------------
+# sanity
+
+
+def ensure_proc() -> None:
+    """Raise RuntimeError unless /proc is a procfs of our own pid namespace.
+
+    Everything else in this module trusts /proc; a missing mount, or one
+    from another pid namespace (containers), would give wrong answers
+    quietly.
+    """
+    me = os.getpid()
+    try:
+        self_link = os.readlink(f"{PROC}/self")
+        _, st = _split_stat(_read(f"{PROC}/{me}/stat"))
+        boot_time_epoch_ns()
+        int(st[_STARTTIME])
+    except (OSError, ValueError, IndexError) as e:
+        raise RuntimeError(
+            f"{PROC} is not a usable procfs ({e}); mount it with "
+            f"'mount -t proc proc {PROC}'"
+        ) from e
+    if self_link != str(me):
+        raise RuntimeError(
+            f"{PROC} belongs to another pid namespace ({PROC}/self -> "
+            f"{self_link}, our pid is {me}); mount a procfs for this namespace"
+        )

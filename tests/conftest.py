@@ -1,0 +1,123 @@
+"""Fixtures that mount hwperfd for real and always unmount it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+
+def is_mounted(path: Path) -> bool:
+    real = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == real for line in f)
+
+
+@dataclass
+class Mount:
+    path: Path
+    process: subprocess.Popen
+    log: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, "HWPERFD_MOUNT": str(self.path), **extra}
+
+    def control(self, text: str) -> None:
+        with open(self.path / "control", "w") as f:
+            f.write(text + "\n")
+
+    def log_text(self) -> str:
+        return self.log.read_text()
+
+
+def start_hwperfd(mountpoint: Path, log: Path, *args: str) -> Mount:
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    out = open(log, "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hwperfd", *args, str(mountpoint)],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"hwperfd exited with {process.returncode}:\n{log.read_text()}")
+        if is_mounted(mountpoint) and (mountpoint / "control").exists():
+            return Mount(mountpoint, process, log)
+        time.sleep(0.02)
+    stop_hwperfd(Mount(mountpoint, process, log))
+    raise RuntimeError(f"hwperfd did not mount in time:\n{log.read_text()}")
+
+
+def stop_hwperfd(mount: Mount) -> int | None:
+    if mount.process.poll() is None:
+        mount.process.send_signal(signal.SIGTERM)
+        try:
+            mount.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            mount.process.kill()
+            mount.process.wait()
+    if is_mounted(mount.path):
+        subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], check=False)
+    return mount.process.returncode
+
+
+@pytest.fixture(scope="session")
+def shared_tmp():
+    """A scratch folder every user can enter (pytest's own is root-only),
+    for mounts and scripts that unprivileged clients must reach."""
+    path = Path(tempfile.mkdtemp(prefix="hwperfd-tests-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def manual_mount(shared_tmp):
+    """hwperfd on the manual clock: 2 R10000s at 200 MHz (1 ms = 200 000 cycles)."""
+    base = shared_tmp
+    mount = start_hwperfd(base / "mnt", base / "hwperfd.log", "--clock", "manual", "--cpus", "2", "--mhz", "200")
+    try:
+        yield mount
+    finally:
+        code = stop_hwperfd(mount)
+        log = mount.log_text()
+        assert code == 0, f"hwperfd exited {code}:\n{log}"
+        assert "Traceback" not in log and "WARNING" not in log, log
+
+
+@pytest.fixture(scope="session")
+def examples(shared_tmp):
+    """The C example programs, built with the system compiler, in a place
+    an unprivileged user can run them from."""
+    subprocess.run(["make", "-s", "-C", str(ROOT / "examples")], check=True)
+    bin_dir = shared_tmp / "bin"
+    shutil.copytree(ROOT / "examples" / "bin", bin_dir)
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def nobody_python(shared_tmp):
+    """(interpreter, environment) with which an unprivileged user can import
+    the hwperfd client: the tree may sit under a root-only home."""
+    lib = shared_tmp / "lib"
+    for package in ("hwperfd", "structs"):
+        shutil.copytree(ROOT / package, lib / package, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    import construct
+
+    shutil.copytree(Path(construct.__file__).parent, lib / "construct", ignore=shutil.ignore_patterns("__pycache__"))
+    probe = subprocess.run(NOBODY + [sys.executable, "-c", "pass"], capture_output=True)
+    interpreter = sys.executable if probe.returncode == 0 else "/usr/bin/python3"
+    return interpreter, {**os.environ, "PYTHONPATH": str(lib), "PYTHONDONTWRITEBYTECODE": "1"}

@@ -1,0 +1,95 @@
+"""The mount as a /proc: names, owners, modes, liveness, the text view."""
+
+import errno
+import fcntl
+import os
+import stat
+import subprocess
+import time
+
+import pytest
+
+import structs
+
+
+def test_root_lists_live_processes_as_padded_pids(manual_mount):
+    names = os.listdir(manual_mount.path)
+    assert f"{os.getpid():05d}" in names
+    assert "control" in names
+    assert all(n == "control" or (n.isdigit() and len(n) >= 5) for n in names)
+
+
+def test_lookup_accepts_padded_and_unpadded_pids(manual_mount):
+    pid = os.getpid()
+    padded = os.stat(manual_mount.path / f"{pid:05d}")
+    plain = os.stat(manual_mount.path / str(pid))
+    assert padded.st_ino == plain.st_ino
+
+
+def test_unknown_names_are_enoent(manual_mount):
+    for name in ("abc", "-1", "0", "+42", "99999999"):
+        with pytest.raises(FileNotFoundError):
+            os.stat(manual_mount.path / name)
+
+
+def test_process_file_is_owned_by_its_real_user_with_mode_0600(manual_mount):
+    child = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"])
+    try:
+        time.sleep(0.2)
+        st = os.stat(manual_mount.path / f"{child.pid:05d}")
+        assert (st.st_uid, st.st_gid) == (65534, 65534)
+        assert stat.S_IMODE(st.st_mode) == 0o600 and stat.S_ISREG(st.st_mode)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_exited_process_disappears(manual_mount):
+    child = subprocess.Popen(["sleep", "30"])
+    path = manual_mount.path / f"{child.pid:05d}"
+    assert path.exists()
+    child.kill()
+    child.wait()
+    assert not path.exists()
+    assert f"{child.pid:05d}" not in os.listdir(manual_mount.path)
+
+
+def test_reading_a_process_file_summarises_its_counters(manual_mount):
+    from hwperfd.client import ProcessCounters, user
+
+    with ProcessCounters(mount=manual_mount.path) as pc:
+        assert "counters not in use" in pc.summary()
+        gen = pc.enable({9: user(9)})
+        manual_mount.control(f"advance {os.getpid()} 1ms")
+        text = pc.summary()
+        pc.release()
+    assert f"generation {gen}" in text
+    assert "Primary instruction cache misses" in text
+    assert " 400 " in text  # 200 000 cycles x 0.002 misses per cycle
+
+
+def test_unknown_ioctl_is_enotty(manual_mount):
+    with open(manual_mount.path / f"{os.getpid():05d}", "rb") as f:
+        for cmd in (structs._IOR("q", 200, 8), structs._IO("x", 1), structs._IOW("q", 233, 100)):
+            with pytest.raises(OSError) as info:
+                fcntl.ioctl(f.fileno(), cmd, bytearray(8) if cmd & (3 << 30) else 0)
+            assert info.value.errno == errno.ENOTTY
+
+
+def test_control_node_is_root_only(manual_mount):
+    st = os.stat(manual_mount.path / "control")
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600)
+    result = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", str(manual_mount.path / "control")],
+        capture_output=True,
+    )
+    assert result.returncode != 0 and b"Permission denied" in result.stderr
+
+
+def test_bad_control_commands_are_einval_and_change_nothing(manual_mount):
+    before = (manual_mount.path / "control").read_text()
+    for command in ("advance", "advance 1 -5", "advance abc 1ms", "warp 9", "advance-cpu 99 1ms", "profile 1 nosuch"):
+        with pytest.raises(OSError) as info:
+            manual_mount.control(command)
+        assert info.value.errno == errno.EINVAL
+    assert (manual_mount.path / "control").read_text() == before
