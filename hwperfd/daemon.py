@@ -22,7 +22,7 @@ import trio
 from hwperfd.clock import ManualClock, RealClock
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.cpu.pmu import CPU_TYPES, CpuSet
-from hwperfd.host import processes
+from hwperfd.host import procevents, processes
 from hwperfd.procfs.fs import ProcFs
 from hwperfd.signals import SignalSender
 
@@ -30,6 +30,7 @@ log = logging.getLogger("hwperfd")
 
 DEFAULT_MOUNT = "/run/hwperfd"
 REAP_INTERVAL = 1.0
+ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
 
 
@@ -127,7 +128,14 @@ class Daemon:
         self.kernel = CounterKernel(
             self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe
         )
-        self.fs = ProcFs(self.kernel, clock=self.clock, mount=mount, on_time_moved=self._time_moved)
+        self.events: procevents.ProcessEvents | None = None
+        self.fs = ProcFs(
+            self.kernel,
+            clock=self.clock,
+            mount=mount,
+            on_time_moved=self._time_moved,
+            catch_up_events=self._catch_up_events,
+        )
 
     @staticmethod
     def _is_running(pid: int) -> bool:
@@ -143,6 +151,8 @@ class Daemon:
             nursery.start_soon(pyfuse3.main)
             nursery.start_soon(self.signals.run)
             nursery.start_soon(self._reap)
+            nursery.start_soon(self._reap_zombies)
+            nursery.start_soon(self._follow_processes)
             if isinstance(self.clock, RealClock):
                 nursery.start_soon(self._tick)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -158,10 +168,60 @@ class Daemon:
         """Free the state of processes that are gone (zombies stay until reaped)."""
         while True:
             await trio.sleep(REAP_INTERVAL)
+            self._catch_up_events()
             for pid in self.kernel.tracked():
                 if processes.read_process(pid) is None:
-                    self.kernel.forget(pid)
-                    self.clock.forget(pid)
+                    self._gone(pid)
+
+    async def _reap_zombies(self) -> None:
+        while True:
+            await trio.sleep(ZOMBIE_INTERVAL)
+            for pid in self.kernel.exited():
+                if processes.read_process(pid) is None:
+                    self._gone(pid)
+
+    def _gone(self, pid: int) -> None:
+        info = None
+        record_parent = self.kernel.parent_of(pid)
+        if record_parent:
+            info = processes.read_process(record_parent)
+        self.kernel.reaped(pid, parent_alive=info is not None and not info.zombie)
+        self.clock.forget(pid)
+
+    async def _follow_processes(self) -> None:
+        """Fork and exit, as the kernel's process-events connector reports them."""
+        if not procevents.available():
+            log.info("process events connector unavailable: no fork/exit inheritance")
+            return
+        async with procevents.ProcessEvents() as events:
+            self.events = events
+            try:
+                async for event in events:
+                    self._apply(event)
+            finally:
+                self.events = None
+
+    def _catch_up_events(self) -> None:
+        if self.events is not None:
+            for event in self.events.drain_nowait():
+                self._apply(event)
+
+    def _apply(self, event) -> None:
+        if isinstance(event, procevents.ForkEvent):
+            if event.child_pid == event.child_tgid:  # a process, not a thread
+                self.kernel.fork(event.parent_tgid, event.child_tgid)
+        elif isinstance(event, procevents.ExitEvent):
+            if event.pid == event.tgid and event.pid in self.kernel.tracked():
+                info = processes.read_process(event.pid)
+                if info is None:
+                    # Already reaped by the time we heard: its parent waited.
+                    parent = processes.read_process(event.parent_tgid)
+                    self.kernel.exit(event.pid, event.parent_tgid, parent is not None)
+                    self.kernel.reaped(event.pid, parent_alive=parent is not None)
+                    self.clock.forget(event.pid)
+                    return
+                waiting = processes.waiting_for_child(info.ppid)
+                self.kernel.exit(event.pid, info.ppid, waiting, info.comm)
 
     async def _tick(self) -> None:
         """Catch up processes that asked for overflow signals, every clock tick."""

@@ -68,6 +68,15 @@ class _ProcessRecord:
     seen: CpuTimes
     cpu: int
     save_children: set[int] = field(default_factory=set)
+    exited: bool = False
+    parent: int = 0
+    comm: str = ""
+    folded: bool = False  # counts already added to the parent
+    from_children: list[int] = field(default_factory=lambda: [0] * 32)
+    descendants: list[tuple[int, str, tuple[int, ...]]] = field(default_factory=list)
+
+    def own_counts(self) -> tuple[int, ...]:
+        return tuple(c - f for c, f in zip(self.block.counts, self.from_children))
 
 
 @dataclass
@@ -258,25 +267,55 @@ class CounterKernel:
             child_cpu % len(self.cpus),
         )
 
-    def exit(self, pid: int, parent_pid: int, parent_waiting: bool) -> None:
-        """A process exited: its final counts go to a waiting or asking parent."""
+    def exit(self, pid: int, parent_pid: int, parent_waiting: bool, comm: str = "") -> None:
+        """A process exited; it stays readable as a zombie until reaped.
+
+        r10k_counters(5): "if the kernel sees that the parent is waiting for
+        it it will add the child's 64-bit counters to those of the parent";
+        PIOCSAVECCNTRS asks for the same without waiting.
+        """
         record = self._procs.get(pid)
-        if record is None:
+        if record is None or record.exited:
             return
         self._catch_up(record)
-        if record.state is State.ENABLED:
-            record.state = State.RELEASED
+        record.exited, record.parent, record.comm = True, parent_pid, comm
         parent = self._procs.get(parent_pid)
-        asked = parent is not None and pid in parent.save_children
-        if parent_waiting or asked:
-            self._parent_record(parent_pid).block.add(record.block)
-            if parent is not None:
-                parent.save_children.discard(pid)
+        if parent_waiting or (parent is not None and pid in parent.save_children):
+            self._fold(record)
+
+    def reaped(self, pid: int, parent_alive: bool) -> None:
+        """The zombie is gone: a parent that reaped it through wait(2) gets
+        its counts if it has not already; then the state is freed."""
+        record = self._procs.get(pid)
+        if record is not None and record.exited and not record.folded and parent_alive:
+            self._fold(record)
+        self.forget(pid)
 
     def forget(self, pid: int) -> None:
-        """The process was reaped: free its state."""
+        """Free the state of a process that is gone."""
         self._procs.pop(pid, None)
         self._profiles.pop(pid, None)
+
+    def _fold(self, child: _ProcessRecord) -> None:
+        parent = self._parent_record(child.parent)
+        parent.block.add(child.block)
+        parent.from_children = [a + b for a, b in zip(parent.from_children, child.block.counts)]
+        parent.descendants.append((child.pid, child.comm, child.own_counts()))
+        parent.descendants.extend(child.descendants)
+        parent.save_children.discard(child.pid)
+        child.folded = True
+
+    def descendants(self, pid: int) -> list[tuple[int, str, tuple[int, ...]]]:
+        """Processes whose counts were folded into ``pid``, each with its own counts."""
+        record = self._procs.get(pid)
+        return list(record.descendants) if record else []
+
+    def parent_of(self, pid: int) -> int:
+        record = self._procs.get(pid)
+        return record.parent if record else 0
+
+    def exited(self) -> list[int]:
+        return [pid for pid, r in self._procs.items() if r.exited]
 
     def tracked(self) -> list[int]:
         return list(self._procs)
@@ -364,7 +403,7 @@ class CounterKernel:
         user = max(0, now[0] - record.seen[0])
         system = max(0, now[1] - record.seen[1])
         record.seen = (max(now[0], record.seen[0]), max(now[1], record.seen[1]))
-        if record.state is not State.ENABLED or not (user or system):
+        if record.state is not State.ENABLED or record.exited or not (user or system):
             return
         cpu = self.cpus[record.cpu]
         overflows = record.block.advance(cpu, user, system, self.profile(record.pid))

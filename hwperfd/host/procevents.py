@@ -263,6 +263,30 @@ class ProcessEvents:
     def __aiter__(self) -> ProcessEvents:
         return self
 
+    def drain_nowait(self) -> list[ProcessEvent]:
+        """Every event the kernel has already sent, without waiting.
+
+        Lets a caller catch up synchronously before it answers a request
+        that depends on them (a fork or exit may have raced the request).
+        """
+        raw = self._raw
+        if raw is not None:
+            while True:
+                try:
+                    data, (sender, _groups) = raw.recvfrom(_RECV_SIZE, _stdlib_socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
+                except OSError as e:
+                    if e.errno == errno.ENOBUFS:
+                        self._pending.append(Overrun())
+                        continue
+                    break
+                if sender == 0:
+                    _parse(data, self._pending)
+        events = [ev for ev in self._pending if not isinstance(ev, tuple)]
+        self._pending.clear()
+        return events
+
     async def __anext__(self) -> ProcessEvent:
         while True:
             while self._pending:

@@ -58,6 +58,7 @@ class ProcFs(pyfuse3.Operations):
         clock,
         mount: str,
         on_time_moved: Callable[[int], None] = lambda pid: None,
+        catch_up_events: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__()
         self.kernel = kernel
@@ -66,6 +67,9 @@ class ProcFs(pyfuse3.Operations):
         self._proc_ioctls = ProcIoctls(kernel)
         self._syssgi_ioctls = SyssgiIoctls(kernel)
         self._on_time_moved = on_time_moved
+        # Forks and exits the kernel has reported but we have not applied yet
+        # must land before a request that may depend on them.
+        self._catch_up_events = catch_up_events
         self._handles: dict[int, int] = {}  # fh -> inode
         self._pages: dict[int, bytes] = {}  # fh -> text being read
         self._next_fh = 1
@@ -196,6 +200,7 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EBADF) from None
 
     def _render(self, inode: int) -> str:
+        self._catch_up_events()
         if inode == CONTROL_INODE:
             return control_summary(self.kernel, self.clock.name, self.mount)
         pid = inode - _PID_BASE
@@ -237,6 +242,7 @@ class ProcFs(pyfuse3.Operations):
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
+        self._catch_up_events()
         if ino == CONTROL_INODE:
             return self._syssgi_ioctls(call)
         if ino >= _PID_BASE:

@@ -12,7 +12,11 @@ def process_summary(pid: int, comm: str, kernel: CounterKernel) -> str:
     if view is None:
         lines.append("counters not in use")
         return "\n".join(lines) + "\n"
-    return "\n".join(lines + _counters(view, kernel)) + "\n"
+    lines += _counters(view, kernel)
+    # Machine-readable: one line per process folded into this one (perfex -mp).
+    for child, child_comm, counts in kernel.descendants(pid):
+        lines.append(f"descendant {child} {child_comm.replace(' ', '_') or '?'} " + " ".join(map(str, counts)))
+    return "\n".join(lines) + "\n"
 
 
 def _counters(view: CounterView, kernel: CounterKernel) -> list[str]:

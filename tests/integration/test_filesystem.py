@@ -57,12 +57,17 @@ def test_exited_process_disappears(manual_mount):
 def test_reading_a_process_file_summarises_its_counters(manual_mount):
     from hwperfd.client import ProcessCounters, user
 
-    with ProcessCounters(mount=manual_mount.path) as pc:
-        assert "counters not in use" in pc.summary()
-        gen = pc.enable({9: user(9)})
-        manual_mount.control(f"advance {os.getpid()} 1ms")
-        text = pc.summary()
-        pc.release()
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        with ProcessCounters(child.pid, mount=manual_mount.path) as pc:
+            assert "counters not in use" in pc.summary()
+            gen = pc.enable({9: user(9)})
+            manual_mount.control(f"advance {child.pid} 1ms")
+            text = pc.summary()
+    finally:
+        child.kill()
+        child.wait()
+    assert f"pid {child.pid} (sleep)" in text
     assert f"generation {gen}" in text
     assert "Primary instruction cache misses" in text
     assert " 400 " in text  # 200 000 cycles x 0.002 misses per cycle
