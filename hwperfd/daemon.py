@@ -254,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"hwperfd: cannot mount {mount}: {exc}", file=sys.stderr)
         return 1
+    if not bridge.hooked():
+        pyfuse3.close(unmount=True)
+        print("hwperfd: the ioctl bridge did not hook pyfuse3's FUSE session (libfuse too new?)", file=sys.stderr)
+        return 1
     try:
         trio.run(daemon.run)
     finally:

@@ -1,0 +1,209 @@
+/*
+ * FUSE ioctl bridge for pyfuse3.
+ *
+ * pyfuse3 registers no .ioctl in its struct fuse_lowlevel_ops, so the kernel
+ * gets ENOSYS for every ioctl and stops asking.  This module is loaded with
+ * RTLD_GLOBAL before pyfuse3 (hwperfd/procfs/bridge.py does that) and defines
+ * fuse_session_new@FUSE_3.0 (see _ioctl_bridge.map), the symbol pyfuse3
+ * references, so pyfuse3's call lands here: we copy its ops, add our ioctl
+ * handler and call libfuse's real fuse_session_new.  Each ioctl request is
+ * handed synchronously to the Python callable set with install(); the
+ * contract is documented in bridge.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <fuse_lowlevel.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fuse_session *(*session_new_fn)(struct fuse_args *,
+                                               const struct fuse_lowlevel_ops *,
+                                               size_t, void *);
+
+static PyObject *handler;   /* guarded by the GIL */
+static int sessions_hooked; /* FUSE sessions given bridge_ioctl */
+
+/* Consume the pending exception and return the errno to answer with. */
+static int
+exception_errno(PyObject *fn)
+{
+    if (PyErr_ExceptionMatches(PyExc_OSError)) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        PyObject *eno = PyObject_GetAttrString(value, "errno");
+        long err = (eno && PyLong_Check(eno)) ? PyLong_AsLong(eno) : -1;
+        Py_XDECREF(eno);
+        if (err > 0 && err <= INT_MAX) {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            /* ENOSYS would make the kernel disable ioctl on this mount. */
+            return err == ENOSYS ? ENOTTY : (int)err;
+        }
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    }
+    else if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+        /* Cannot propagate through libfuse: re-raise it as a fresh SIGINT. */
+        PyErr_Clear();
+        PyErr_SetInterrupt();
+        return EINTR;
+    }
+    PyErr_WriteUnraisable(fn);
+    return EIO;
+}
+
+/* Call the handler and reply; the GIL is held. */
+static void
+dispatch(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned int cmd,
+         void *arg, unsigned flags, const void *in_buf, size_t in_bufsz,
+         size_t out_bufsz)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    PyObject *fn = handler, *res;
+    Py_buffer out;
+    int result;
+
+    if (fn == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no FUSE ioctl handler installed");
+        PyErr_WriteUnraisable(Py_None);
+        fuse_reply_err(req, EIO);
+        return;
+    }
+    Py_INCREF(fn); /* the handler may call install() */
+    res = PyObject_CallFunction(fn, "KKIKy#nIiII",
+                                (unsigned long long)ino, (unsigned long long)fh,
+                                cmd, (unsigned long long)(uintptr_t)arg,
+                                in_buf ? (const char *)in_buf : "",
+                                (Py_ssize_t)in_bufsz, (Py_ssize_t)out_bufsz,
+                                flags, (int)ctx->pid, (unsigned)ctx->uid,
+                                (unsigned)ctx->gid);
+    if (res == NULL) {
+        fuse_reply_err(req, exception_errno(fn));
+        Py_DECREF(fn);
+        return;
+    }
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2
+        || !PyLong_Check(PyTuple_GET_ITEM(res, 0))) {
+        PyErr_Format(PyExc_TypeError,
+                     "ioctl handler must return (int, bytes), not %.200R", res);
+        goto malformed;
+    }
+    long value = PyLong_AsLong(PyTuple_GET_ITEM(res, 0));
+    if ((value == -1 && PyErr_Occurred()) || value < 0 || value > INT_MAX) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError,
+                     "ioctl handler result must be in 0..INT_MAX (raise OSError "
+                     "for errors), not %.200R", PyTuple_GET_ITEM(res, 0));
+        goto malformed;
+    }
+    result = (int)value;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(res, 1), &out, PyBUF_SIMPLE) < 0)
+        goto malformed;
+    size_t len = (size_t)out.len < out_bufsz ? (size_t)out.len : out_bufsz;
+    fuse_reply_ioctl(req, result, len ? out.buf : NULL, len);
+    PyBuffer_Release(&out);
+    Py_DECREF(res);
+    Py_DECREF(fn);
+    return;
+
+malformed:
+    PyErr_WriteUnraisable(fn);
+    fuse_reply_err(req, EIO);
+    Py_DECREF(res);
+    Py_DECREF(fn);
+}
+
+/* FUSE_USE_VERSION 32 (as pyfuse3) declares cmd as int; it is the 32-bit command. */
+static void
+bridge_ioctl(fuse_req_t req, fuse_ino_t ino, int cmd, void *arg,
+             struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+             size_t in_bufsz, size_t out_bufsz)
+{
+    if (flags & FUSE_IOCTL_UNRESTRICTED) {
+        fuse_reply_err(req, ENOTTY);
+        return;
+    }
+    PyGILState_STATE gil = PyGILState_Ensure();
+    dispatch(req, ino, fi ? fi->fh : 0, (unsigned int)cmd, arg, flags, in_buf,
+             in_bufsz, out_bufsz);
+    PyGILState_Release(gil);
+}
+
+struct fuse_session *
+fuse_session_new(struct fuse_args *args, const struct fuse_lowlevel_ops *op,
+                 size_t op_size, void *userdata)
+{
+    static session_new_fn real;
+    struct fuse_session *se;
+
+    if (real == NULL) {
+        real = (session_new_fn)dlvsym(RTLD_NEXT, "fuse_session_new", "FUSE_3.0");
+        if (real == NULL) {
+            fprintf(stderr, "hwperfd ioctl bridge: no fuse_session_new@FUSE_3.0: %s\n",
+                    dlerror());
+            return NULL;
+        }
+    }
+    /* libfuse copies the ops, so a temporary copy is enough. */
+    size_t size = op_size > sizeof(struct fuse_lowlevel_ops)
+                      ? op_size : sizeof(struct fuse_lowlevel_ops);
+    struct fuse_lowlevel_ops *ops = calloc(1, size);
+    if (ops == NULL) {
+        fprintf(stderr, "hwperfd ioctl bridge: out of memory\n");
+        return NULL;
+    }
+    memcpy(ops, op, op_size);
+    ops->ioctl = bridge_ioctl;
+    se = real(args, ops, size, userdata);
+    free(ops);
+    if (se != NULL)
+        sessions_hooked++;
+    return se;
+}
+
+static PyObject *
+bridge_install(PyObject *self, PyObject *fn)
+{
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "handler must be callable or None, not %.200R", fn);
+        return NULL;
+    }
+    Py_XSETREF(handler, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bridge_hooked(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromLong(sessions_hooked);
+}
+
+static PyMethodDef bridge_methods[] = {
+    {"install", bridge_install, METH_O,
+     "install(handler): set the ioctl handler (None removes it)."},
+    {"hooked", bridge_hooked, METH_NOARGS,
+     "hooked() -> number of FUSE sessions created with the ioctl handler."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef bridge_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "hwperfd.procfs._ioctl_bridge",
+    .m_doc = "FUSE ioctl handler for pyfuse3 (see hwperfd.procfs.bridge).",
+    .m_size = -1,
+    .m_methods = bridge_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__ioctl_bridge(void)
+{
+    return PyModule_Create(&bridge_module);
+}

@@ -1,0 +1,77 @@
+"""FUSE ioctls for pyfuse3, which has no ioctl operation of its own.
+
+Importing this module loads the C extension ``_ioctl_bridge`` with
+``RTLD_GLOBAL``. It defines ``fuse_session_new`` so that, when pyfuse3 later
+creates its FUSE session, the extension adds an ioctl operation to pyfuse3's
+table. That only works if this module is imported *before* pyfuse3 (importing
+``hwperfd.procfs`` does it); otherwise ImportError is raised. ``hooked()``
+counts the FUSE sessions that got the ioctl operation, so a daemon can check
+after ``pyfuse3.init()`` that the interposition took effect.
+
+Handler contract (``install(handler)``; ``install(None)`` removes it). Every
+restricted FUSE ioctl request, on files and directories alike, calls::
+
+    handler(ino: int, fh: int, cmd: int, arg: int, data: bytes, out_size: int,
+            flags: int, pid: int, uid: int, gid: int) -> tuple[int, bytes]
+
+- ``cmd``: the command as an unsigned 32-bit number.
+- ``arg``: the raw argument of the ioctl call as an unsigned integer (for
+  ``_IO`` commands a plain value such as a pid; otherwise the caller's pointer,
+  which is of no use to a server).
+- ``data``: the ``_IOC_SIZE(cmd)`` bytes the kernel copied in (``_IOW``,
+  ``_IOWR``); empty otherwise.
+- ``out_size``: the bytes the kernel will copy back out (``_IOR``, ``_IOWR``).
+- ``flags``: ``FUSE_IOCTL_*`` (``FUSE_IOCTL_DIR`` for a directory,
+  ``FUSE_IOCTL_COMPAT`` for a 32-bit caller).
+- ``pid``, ``uid``, ``gid``: the calling thread, as FUSE reports it.
+
+Return ``(result, out)``: ``result`` (0..INT_MAX) is what ioctl(2) returns,
+``out`` (any bytes-like object) is copied to the caller, truncated to
+``out_size``; a shorter ``out`` leaves the rest of the caller's buffer as it
+was. Raise ``OSError(errno, ...)`` to fail the call with that errno; ENOSYS is
+answered as ENOTTY, because the kernel takes ENOSYS as "no ioctl support" and
+would never ask again. Any other exception, a malformed return value or no
+handler at all answers EIO and reports through ``sys.unraisablehook``; a
+KeyboardInterrupt answers EINTR and is re-raised as a new SIGINT.
+
+The handler runs synchronously on the thread that runs pyfuse3's loop (the
+trio thread), inside the request, so it must not block or await. Unrestricted
+ioctls (CUSE-style) are refused with ENOTTY before the handler is called.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, Optional
+
+if "pyfuse3" in sys.modules:
+    raise ImportError(
+        "hwperfd.procfs.bridge must be imported before pyfuse3: the FUSE ioctl "
+        "bridge has to be loaded first to hook pyfuse3's session")
+
+_old_flags = sys.getdlopenflags()
+sys.setdlopenflags(_old_flags | os.RTLD_GLOBAL)
+try:
+    from hwperfd.procfs import _ioctl_bridge
+finally:
+    sys.setdlopenflags(_old_flags)
+    del _old_flags
+
+IoctlHandler = Callable[[int, int, int, int, bytes, int, int, int, int, int], "tuple[int, bytes]"]
+
+FUSE_IOCTL_COMPAT = 1 << 0
+FUSE_IOCTL_DIR = 1 << 4
+
+
+def install(handler: Optional[IoctlHandler]) -> None:
+    """Set the ioctl handler, replacing any previous one; None removes it."""
+    _ioctl_bridge.install(handler)
+
+
+def hooked() -> int:
+    """How many FUSE sessions were created with the bridge's ioctl operation."""
+    return _ioctl_bridge.hooked()
+
+
+__all__ = ["FUSE_IOCTL_COMPAT", "FUSE_IOCTL_DIR", "IoctlHandler", "hooked", "install"]
