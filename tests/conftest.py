@@ -42,7 +42,8 @@ class Mount:
 
 
 def start_hwperfd(mountpoint: Path, log: Path, *args: str) -> Mount:
-    mountpoint.mkdir(parents=True, exist_ok=True)
+    if not is_mounted(mountpoint):  # a stale mount is the daemon's to clear
+        mountpoint.mkdir(parents=True, exist_ok=True)
     out = open(log, "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "hwperfd", *args, str(mountpoint)],
@@ -54,8 +55,12 @@ def start_hwperfd(mountpoint: Path, log: Path, *args: str) -> Mount:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"hwperfd exited with {process.returncode}:\n{log.read_text()}")
-        if is_mounted(mountpoint) and (mountpoint / "control").exists():
-            return Mount(mountpoint, process, log)
+        try:
+            if is_mounted(mountpoint) and (mountpoint / "control").exists():
+                return Mount(mountpoint, process, log)
+        except OSError:
+            pass  # a stale mount the daemon has not cleared yet
+
         time.sleep(0.02)
     stop_hwperfd(Mount(mountpoint, process, log))
     raise RuntimeError(f"hwperfd did not mount in time:\n{log.read_text()}")

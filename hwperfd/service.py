@@ -1,0 +1,172 @@
+"""The running service: the counter kernel, the filesystem and their tasks.
+
+Imported only once the command line and the machine have been checked, so
+that ``hwperfd --help`` and set-up errors need neither FUSE nor root.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from fractions import Fraction
+
+# The ioctl bridge must be loaded before pyfuse3 (it interposes on libfuse).
+from hwperfd.procfs import bridge  # noqa: I001
+
+import pyfuse3
+import trio
+
+from hwperfd.clock import ManualClock, RealClock
+from hwperfd.counters.kernel import CounterKernel
+from hwperfd.cpu.pmu import CpuSet
+from hwperfd.daemon import SetupError, notify
+from hwperfd.host import procevents, processes
+from hwperfd.procfs.fs import ProcFs
+from hwperfd.signals import SignalSender
+
+log = logging.getLogger("hwperfd")
+
+REAP_INTERVAL = 1.0
+ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
+SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
+
+
+class Daemon:
+    def __init__(self, args: argparse.Namespace, mount: str) -> None:
+        self.mount = mount
+        try:
+            self.cpus = CpuSet(args.cpus, args.cpu_type, Fraction(args.mhz) if args.mhz else None)
+        except (ValueError, ZeroDivisionError) as exc:
+            raise SetupError(str(exc)) from None
+        self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
+        self.signals = SignalSender()
+        self.kernel = CounterKernel(
+            self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe
+        )
+        self.events: procevents.ProcessEvents | None = None
+        self.fs = ProcFs(
+            self.kernel,
+            clock=self.clock,
+            mount=mount,
+            on_time_moved=self._time_moved,
+            catch_up_events=self._catch_up_events,
+        )
+
+    @staticmethod
+    def _is_running(pid: int) -> bool:
+        info = processes.read_process(pid)
+        return info is not None and info.running
+
+    def _time_moved(self, pid: int) -> None:
+        # Under the manual clock, overflow signals follow the advance at once.
+        self.kernel.catch_up([pid] if pid >= 0 else [])
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pyfuse3.main)
+            nursery.start_soon(self.signals.run)
+            nursery.start_soon(self._reap)
+            nursery.start_soon(self._reap_zombies)
+            nursery.start_soon(self._follow_processes)
+            if isinstance(self.clock, RealClock):
+                nursery.start_soon(self._tick)
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                log.info("mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name)
+                notify("READY=1\nSTATUS=serving " + self.mount)
+                async for signum in signals:
+                    log.info("%s: unmounting", signal.Signals(signum).name)
+                    notify("STOPPING=1")
+                    break
+            nursery.cancel_scope.cancel()
+
+    async def _reap(self) -> None:
+        """Free the state of processes that are gone (zombies stay until reaped)."""
+        while True:
+            await trio.sleep(REAP_INTERVAL)
+            self._catch_up_events()
+            for pid in self.kernel.tracked():
+                if processes.read_process(pid) is None:
+                    self._gone(pid)
+
+    async def _reap_zombies(self) -> None:
+        while True:
+            await trio.sleep(ZOMBIE_INTERVAL)
+            for pid in self.kernel.exited():
+                if processes.read_process(pid) is None:
+                    self._gone(pid)
+
+    def _gone(self, pid: int) -> None:
+        info = None
+        record_parent = self.kernel.parent_of(pid)
+        if record_parent:
+            info = processes.read_process(record_parent)
+        self.kernel.reaped(pid, parent_alive=info is not None and not info.zombie)
+        self.clock.forget(pid)
+
+    async def _follow_processes(self) -> None:
+        """Fork and exit, as the kernel's process-events connector reports them."""
+        if not procevents.available():
+            log.info("process events connector unavailable: no fork/exit inheritance")
+            return
+        async with procevents.ProcessEvents() as events:
+            self.events = events
+            try:
+                async for event in events:
+                    self._apply(event)
+            finally:
+                self.events = None
+
+    def _catch_up_events(self) -> None:
+        if self.events is not None:
+            for event in self.events.drain_nowait():
+                self._apply(event)
+
+    def _apply(self, event) -> None:
+        if isinstance(event, procevents.ForkEvent):
+            if event.child_pid == event.child_tgid:  # a process, not a thread
+                self.kernel.fork(event.parent_tgid, event.child_tgid)
+        elif isinstance(event, procevents.ExitEvent):
+            if event.pid == event.tgid and event.pid in self.kernel.tracked():
+                info = processes.read_process(event.pid)
+                if info is None:
+                    # Already reaped by the time we heard: its parent waited.
+                    parent = processes.read_process(event.parent_tgid)
+                    self.kernel.exit(event.pid, event.parent_tgid, parent is not None)
+                    self.kernel.reaped(event.pid, parent_alive=parent is not None)
+                    self.clock.forget(event.pid)
+                    return
+                waiting = processes.waiting_for_child(info.ppid)
+                self.kernel.exit(event.pid, info.ppid, waiting, info.comm)
+
+    async def _tick(self) -> None:
+        """Catch up processes that asked for overflow signals, every clock tick."""
+        while True:
+            await trio.sleep(SIGNAL_TICK)
+            pids = self.kernel.signalling()
+            if pids:
+                self.kernel.catch_up(pids)
+
+
+
+
+def serve(args, mount: str) -> int:
+    """Mount, serve until SIGTERM/SIGINT, unmount."""
+    daemon = Daemon(args, mount)
+    bridge.install(daemon.fs.ioctl)
+    options = set(pyfuse3.default_options)
+    options |= {"fsname=hwperfd", "subtype=hwperfd", "allow_other", "default_permissions", "auto_unmount"}
+    if args.debug:
+        options.add("debug")
+    try:
+        pyfuse3.init(daemon.fs, mount, options)
+    except RuntimeError as exc:
+        raise SetupError(f"cannot mount {mount}: {exc}") from None
+    if not bridge.hooked():
+        pyfuse3.close(unmount=True)
+        raise SetupError("the ioctl bridge did not hook pyfuse3's FUSE session (libfuse too new?)")
+    try:
+        trio.run(daemon.run)
+    finally:
+        pyfuse3.close(unmount=True)
+        bridge.install(None)
+    return 0
