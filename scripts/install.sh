@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install what a fresh Debian machine lacks to build, run and test hwperfd.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pkg in fuse3 libfuse3-dev pkg-config gcc make util-linux; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+make -s -C examples
+if [ -f lib/Makefile ]; then make -s -C lib; fi
