@@ -107,7 +107,45 @@ def _ctrl(word: int) -> dict:
     return dict(hwp_ev=ev, hwp_ie=ie, hwp_mode=mode)
 
 
-class ProcessCounters:
+class _MountFile:
+    """An open file of the mount, and the one way to call an ioctl on it."""
+
+    def __init__(self, path: Path, flags: int) -> None:
+        self.path = path
+        self.fd = os.open(path, flags)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _ioctl(self, cmd: int, arg: bytes | int = 0) -> tuple[int, bytes]:
+        """``arg`` is a buffer the kernel copies in and out, or a raw integer."""
+        if isinstance(arg, int):
+            return fcntl.ioctl(self.fd, cmd, arg), b""
+        buf = bytearray(arg)
+        return fcntl.ioctl(self.fd, cmd, buf, True), bytes(buf)
+
+    def _read_text(self) -> str:
+        return os.pread(self.fd, 1 << 20, 0).decode()
+
+    def _read_counts(self, cmd: int) -> tuple[int, tuple[int, ...]]:
+        gen, out = self._ioctl(cmd, bytes(structs.hwperf_cntr_t.sizeof()))
+        return gen, tuple(structs.hwperf_cntr_t.parse(out).hwp_evctr)
+
+    def _read_control(self, cmd: int) -> tuple[int, tuple[int, ...]]:
+        gen, out = self._ioctl(cmd, bytes(structs.hwperf_eventctrl_t.sizeof()))
+        words = structs.hwperf_eventctrl_t.parse(out).hwp_evctrl
+        return gen, tuple(structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in words)
+
+
+class ProcessCounters(_MountFile):
     """An open hwperfd process file, ``<mount>/%05d``.
 
     ``writable=False`` opens read-only, as PAPI did; the ioctls still work.
@@ -116,26 +154,7 @@ class ProcessCounters:
     def __init__(self, pid: int | None = None, *, mount: Path | str | None = None, writable: bool = True):
         self.pid = os.getpid() if pid is None else pid
         root = require_mount(Path(mount) if mount else None)
-        self.path = root / f"{self.pid:05d}"
-        self.fd = os.open(self.path, os.O_RDWR if writable else os.O_RDONLY)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> "ProcessCounters":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _ioctl(self, cmd: int, arg: bytes | int = 0) -> tuple[int, bytes]:
-        if isinstance(arg, int):
-            return fcntl.ioctl(self.fd, cmd, arg), b""
-        buf = bytearray(arg)
-        result = fcntl.ioctl(self.fd, cmd, buf, True)
-        return result, bytes(buf)
+        super().__init__(root / f"{self.pid:05d}", os.O_RDWR if writable else os.O_RDONLY)
 
     def enable(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
         """PIOCENEVCTRS: start counting; returns the generation number."""
@@ -143,14 +162,11 @@ class ProcessCounters:
 
     def read(self) -> tuple[int, tuple[int, ...]]:
         """PIOCGETEVCTRS: (generation, 32 virtual 64-bit counts)."""
-        gen, out = self._ioctl(structs.PIOCGETEVCTRS, bytes(structs.hwperf_cntr_t.sizeof()))
-        return gen, tuple(structs.hwperf_cntr_t.parse(out).hwp_evctr)
+        return self._read_counts(structs.PIOCGETEVCTRS)
 
     def control(self) -> tuple[int, tuple[int, ...]]:
         """PIOCGETEVCTRL: (generation, 32 spec words); EINVAL when not in use."""
-        gen, out = self._ioctl(structs.PIOCGETEVCTRL, bytes(structs.hwperf_eventctrl_t.sizeof()))
-        words = structs.hwperf_eventctrl_t.parse(out).hwp_evctrl
-        return gen, tuple(structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in words)
+        return self._read_control(structs.PIOCGETEVCTRL)
 
     def set_control(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
         """PIOCSETEVCTRL: change events without releasing; returns the new generation."""
@@ -178,26 +194,15 @@ class ProcessCounters:
         os.write(self.fd, f"profile {profile}\n".encode())
 
     def summary(self) -> str:
-        return os.pread(self.fd, 1 << 16, 0).decode()
+        """The text view: counters, and one ``descendant`` line per folded child."""
+        return self._read_text()
 
 
-class Control:
+class Control(_MountFile):
     """The root-only control node: syssgi(SGI_EVENTCTR) commands and the manual clock."""
 
     def __init__(self, *, mount: Path | str | None = None) -> None:
-        root = require_mount(Path(mount) if mount else None)
-        self.fd = os.open(root / "control", os.O_RDWR)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> "Control":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        super().__init__(require_mount(Path(mount) if mount else None) / "control", os.O_RDWR)
 
     def command(self, text: str) -> None:
         os.write(self.fd, text.encode() + b"\n")
@@ -210,21 +215,14 @@ class Control:
         self.command(f"advance-cpu {cpu} {user_ns} {system_ns}")
 
     def status(self) -> str:
-        return os.pread(self.fd, 1 << 16, 0).decode()
-
-    def _ioctl(self, cmd: int, arg: bytes | int = 0) -> tuple[int, bytes]:
-        if isinstance(arg, int):
-            return fcntl.ioctl(self.fd, cmd, arg), b""
-        buf = bytearray(arg)
-        return fcntl.ioctl(self.fd, cmd, buf, True), bytes(buf)
+        return self._read_text()
 
     def enable_system(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
         """HWPERF_ENSYSCNTRS: forcibly acquire the counters in system mode."""
         return self._ioctl(structs.HWIOC_ENSYSCNTRS, pack_request(specs, thresholds, signal))[0]
 
     def read_system(self) -> tuple[int, tuple[int, ...]]:
-        gen, out = self._ioctl(structs.HWIOC_GET_SYSCNTRS, bytes(structs.hwperf_cntr_t.sizeof()))
-        return gen, tuple(structs.hwperf_cntr_t.parse(out).hwp_evctr)
+        return self._read_counts(structs.HWIOC_GET_SYSCNTRS)
 
     def read_cpu(self, cpu: int) -> tuple[int, tuple[int, ...]]:
         """HWPERF_GET_CPUCNTRS: generation 0 means an invalid cpuid."""
@@ -233,9 +231,7 @@ class Control:
         return gen, tuple(structs.hwperf_cpucntrs_arg_t.parse(out).cntr.hwp_evctr)
 
     def system_control(self) -> tuple[int, tuple[int, ...]]:
-        gen, out = self._ioctl(structs.HWIOC_GET_SYSEVCTRL, bytes(structs.hwperf_eventctrl_t.sizeof()))
-        words = structs.hwperf_eventctrl_t.parse(out).hwp_evctrl
-        return gen, tuple(structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in words)
+        return self._read_control(structs.HWIOC_GET_SYSEVCTRL)
 
     def set_system_control(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
         return self._ioctl(structs.HWIOC_SET_SYSEVCTRL, pack_request(specs, thresholds, signal))[0]
