@@ -40,4 +40,7 @@ def fuse3_extension(name, source, version_script):
 
 setup(ext_modules=[
     fuse3_extension("hwperfd.procfs._ioctl_bridge", f"{BRIDGE}.c", f"{BRIDGE}.map"),
+    # Not a Python module: the LD_PRELOAD shim `hwperfd-run` uses so that IRIX
+    # programs opening "/proc/%05d" reach the mount unchanged.
+    Extension("hwperfd.procredirect", sources=["lib/procredirect.c"], libraries=["dl"]),
 ])

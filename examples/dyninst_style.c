@@ -9,7 +9,7 @@
 #include <sys/hwperftypes.h>
 #include <sys/hwperfmacros.h>
 #include <unistd.h>
-#include "hwperfd_path.h"
+#include "example_body.h"
 
 int main(void)
 {
@@ -17,7 +17,7 @@ int main(void)
     char pfile[4096];
     int fd, gen;
 
-    snprintf(pfile, sizeof pfile, "%s/%05d", hwperfd_mount(), (int)getpid());
+    sprintf(pfile, "/proc/%05d", (int)getpid());
     fd = open(pfile, O_RDWR);
     if (fd < 0) { perror(pfile); return 2; }
     memset(&args, 0, sizeof args);

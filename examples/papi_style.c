@@ -12,7 +12,7 @@
 #include <sys/hwperftypes.h>
 #include <sys/hwperfmacros.h>
 #include <unistd.h>
-#include "hwperfd_path.h"
+#include "example_body.h"
 
 int main(int argc, char **argv)
 {
@@ -25,7 +25,7 @@ int main(int argc, char **argv)
 
     if (argi < argc && strcmp(argv[argi], "-w") == 0) { wait = 1; argi++; }
     if (argi < argc) pid = atoi(argv[argi]);
-    snprintf(pfile, sizeof pfile, "%s/%05d", hwperfd_mount(), (int)pid);
+    sprintf(pfile, "/proc/%05d", (int)pid);
     fd = open(pfile, O_RDONLY);
     if (fd < 0) { perror(pfile); return 2; }
 

@@ -1,6 +1,7 @@
-/* The EXAMPLE of r10k_counters(5), unchanged but for the directory of the
- * process file: count primary instruction and data cache misses (event 9 on
- * both counters) in user mode for this program. */
+/* The EXAMPLE of r10k_counters(5): count primary instruction and data cache
+ * misses (event 9 on both counters) in user mode for this program.  It opens
+ * "/proc/%05d" as on IRIX: run it with hwperfd-run, whose preloaded shim sends
+ * that open to hwperfd's mount. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,7 +12,7 @@
 #include <sys/hwperftypes.h>
 #include <sys/hwperfmacros.h>
 #include <unistd.h>
-#include "hwperfd_path.h"
+#include "example_body.h"
 
 int main(int argc, char **argv)
 {
@@ -23,7 +24,7 @@ int main(int argc, char **argv)
     pid_t pid;
 
     pid = getpid();
-    snprintf(pfile, sizeof pfile, "%s/%05d", hwperfd_mount(), pid);
+    sprintf(pfile, "/proc/%05d", pid);
     fd = open(pfile, O_RDWR);
     if (fd < 0) {
         perror(pfile);

@@ -7,6 +7,7 @@ that ``hwperfd --help`` and set-up errors need neither FUSE nor root.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from fractions import Fraction
 
@@ -91,15 +92,18 @@ class Daemon:
     async def _reap_zombies(self) -> None:
         while True:
             await trio.sleep(ZOMBIE_INTERVAL)
-            for pid in self.kernel.exited():
-                if processes.read_process(pid) is None:
-                    self._gone(pid)
+            self._catch_up_events()
 
     def _gone(self, pid: int) -> None:
-        info = None
-        record_parent = self.kernel.parent_of(pid)
-        if record_parent:
-            info = processes.read_process(record_parent)
+        # Its exit event may still be queued: apply it first, or the reaper
+        # would free the counts before they reach the parent.
+        self._catch_up_events()
+        if pid in self.kernel.tracked():
+            self._reaped(pid)
+
+    def _reaped(self, pid: int) -> None:
+        parent = self.kernel.parent_of(pid)
+        info = processes.read_process(parent) if parent else None
         self.kernel.reaped(pid, parent_alive=info is not None and not info.zombie)
         self.clock.forget(pid)
 
@@ -117,9 +121,14 @@ class Daemon:
                 self.events = None
 
     def _catch_up_events(self) -> None:
+        """Apply queued forks and exits, and fold zombies reaped since: a
+        parent that has just returned from wait(2) must see its child's counts."""
         if self.events is not None:
             for event in self.events.drain_nowait():
                 self._apply(event)
+        for pid in self.kernel.exited():
+            if not os.path.exists(f"/proc/{pid}"):
+                self._reaped(pid)
 
     def _apply(self, event) -> None:
         if isinstance(event, procevents.ForkEvent):

@@ -24,6 +24,20 @@ def is_mounted(path: Path) -> bool:
         return any(line.split()[4] == real for line in f)
 
 
+_SHIM: list[Path] = []
+
+
+def preload_shim() -> Path:
+    """hwperfd-run's /proc redirect shim, copied where any user can load it."""
+    if not _SHIM:
+        from hwperfd.run import preload_library
+
+        folder = Path(tempfile.mkdtemp(prefix="hwperfd-shim-"))
+        os.chmod(folder, 0o755)
+        _SHIM.append(Path(shutil.copy(preload_library(), folder / "libhwperfd-preload.so")))
+    return _SHIM[0]
+
+
 @dataclass
 class Mount:
     path: Path
@@ -31,7 +45,9 @@ class Mount:
     log: Path
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {**os.environ, "HWPERFD_MOUNT": str(self.path), **extra}
+        """For clients: the mount, and the shim that sends IRIX programs'
+        "/proc/%05d" opens there (what hwperfd-run does)."""
+        return {**os.environ, "HWPERFD_MOUNT": str(self.path), "LD_PRELOAD": str(preload_shim()), **extra}
 
     def control(self, text: str) -> None:
         with open(self.path / "control", "w") as f:

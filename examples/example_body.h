@@ -1,16 +1,10 @@
-/* Where the example programs find hwperfd's /proc: $HWPERFD_MOUNT or /run/hwperfd.
- * On IRIX these programs opened "/proc/%05d"; only the directory differs. */
-#ifndef HWPERFD_PATH_H
-#define HWPERFD_PATH_H
+/* What the example programs share.  They open "/proc/%05d" exactly as on
+ * IRIX; run them with hwperfd-run so that open reaches hwperfd's mount. */
+#ifndef HWPERFD_EXAMPLE_H
+#define HWPERFD_EXAMPLE_H
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static inline const char *hwperfd_mount(void)
-{
-    const char *m = getenv("HWPERFD_MOUNT");
-    return (m && *m) ? m : "/run/hwperfd";
-}
 
 /* The body of a program between acquiring and reading the counters: real work,
  * or (with -w, for tests under the manual clock) a line read from stdin. */
