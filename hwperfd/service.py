@@ -102,10 +102,26 @@ class Daemon:
             self._reaped(pid)
 
     def _reaped(self, pid: int) -> None:
+        # Children it reaped before it went are its to fold first.
+        self._fold_reaped_children(pid)
         parent = self.kernel.parent_of(pid)
-        info = processes.read_process(parent) if parent else None
-        self.kernel.reaped(pid, parent_alive=info is not None and not info.zombie)
+        # A zombie parent still did its waiting before it exited.
+        self.kernel.reaped(pid, parent_alive=bool(parent) and os.path.exists(f"/proc/{parent}"))
         self.clock.forget(pid)
+
+    def _note_comm(self, pid: int) -> None:
+        # Names are read while the process lives: it may be reaped before its exit is heard.
+        if pid in self.kernel.tracked():
+            info = processes.read_process(pid)
+            if info is not None:
+                self.kernel.note_comm(pid, info.comm)
+
+    def _fold_reaped_children(self, pid: int) -> None:
+        for child in self.kernel.exited():
+            if self.kernel.parent_of(child) == pid and not os.path.exists(f"/proc/{child}"):
+                self._fold_reaped_children(child)
+                self.kernel.reaped(child, parent_alive=True)
+                self.clock.forget(child)
 
     async def _follow_processes(self) -> None:
         """Fork and exit, as the kernel's process-events connector reports them."""
@@ -134,29 +150,23 @@ class Daemon:
         if isinstance(event, procevents.ForkEvent):
             if event.child_pid == event.child_tgid:  # a process, not a thread
                 self.kernel.fork(event.parent_tgid, event.child_tgid)
+                self._note_comm(event.child_tgid)
+        elif isinstance(event, procevents.ExecEvent):
+            if event.pid == event.tgid:
+                self._note_comm(event.pid)
         elif isinstance(event, procevents.ExitEvent):
-            if event.pid == event.tgid and event.pid in self.kernel.tracked():
-                info = processes.read_process(event.pid)
-                if info is None:
-                    # Already reaped by the time we heard: its parent waited.
-                    parent = processes.read_process(event.parent_tgid)
-                    self.kernel.exit(event.pid, event.parent_tgid, parent is not None)
-                    self.kernel.reaped(event.pid, parent_alive=parent is not None)
-                    self.clock.forget(event.pid)
-                    return
-                waiting = processes.waiting_for_child(info.ppid)
-                self.kernel.exit(event.pid, info.ppid, waiting, info.comm)
-
-    async def _tick(self) -> None:
-        """Catch up processes that asked for overflow signals, every clock tick."""
-        while True:
-            await trio.sleep(SIGNAL_TICK)
-            pids = self.kernel.signalling()
-            if pids:
-                self.kernel.catch_up(pids)
-
-
-
+            if event.pid != event.tgid or event.pid not in self.kernel.tracked():
+                return
+            # Its counts must include the children it has already reaped.
+            self._fold_reaped_children(event.pid)
+            info = processes.read_process(event.pid)
+            if info is None:
+                # Reaped before we heard: its parent waited for it.
+                self.kernel.exit(event.pid, event.parent_tgid, True, self.kernel.comm_of(event.pid))
+                self._reaped(event.pid)
+                return
+            waiting = processes.waiting_for_child(info.ppid)
+            self.kernel.exit(event.pid, info.ppid, waiting, info.comm)
 
 def serve(args, mount: str) -> int:
     """Mount, serve until SIGTERM/SIGINT, unmount."""

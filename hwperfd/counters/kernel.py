@@ -278,7 +278,8 @@ class CounterKernel:
         if record is None or record.exited:
             return
         self._catch_up(record)
-        record.exited, record.parent, record.comm = True, parent_pid, comm
+        record.exited, record.parent = True, parent_pid
+        record.comm = comm or record.comm
         parent = self._procs.get(parent_pid)
         if parent_waiting or (parent is not None and pid in parent.save_children):
             self._fold(record)
@@ -292,9 +293,16 @@ class CounterKernel:
         self.forget(pid)
 
     def forget(self, pid: int) -> None:
-        """Free the state of a process that is gone."""
+        """Free the state of a process that is gone.
+
+        System mode taken through the process's /proc file goes with it:
+        nobody could release it through /proc any more, and its overflow
+        signals would go to a dead (or reused) pid.
+        """
         self._procs.pop(pid, None)
         self._profiles.pop(pid, None)
+        if self._owns_system(pid):
+            self._release_system()
 
     def _fold(self, child: _ProcessRecord) -> None:
         parent = self._parent_record(child.parent)
@@ -310,6 +318,16 @@ class CounterKernel:
         record = self._procs.get(pid)
         return list(record.descendants) if record else []
 
+    def comm_of(self, pid: int) -> str:
+        record = self._procs.get(pid)
+        return record.comm if record else ""
+
+    def note_comm(self, pid: int, comm: str) -> None:
+        """Remember a process's name while it can still be read (for -mp reports)."""
+        record = self._procs.get(pid)
+        if record is not None:
+            record.comm = comm
+
     def parent_of(self, pid: int) -> int:
         record = self._procs.get(pid)
         return record.parent if record else 0
@@ -318,7 +336,12 @@ class CounterKernel:
         return [pid for pid, r in self._procs.items() if r.exited]
 
     def tracked(self) -> list[int]:
-        return list(self._procs)
+        """Pids with counter state, the owner of /proc system mode included."""
+        pids = list(self._procs)
+        owner = self._system.owner if self._system is not None else None
+        if owner is not None and owner not in self._procs:
+            pids.append(owner)
+        return pids
 
     # -- system mode (syssgi) -----------------------------------------------
 

@@ -1,0 +1,5 @@
+import sys
+
+from hwperfd.perfex.cli import main
+
+sys.exit(main())

@@ -1,0 +1,79 @@
+"""The emulated machine perfex runs on: CPU type and clock, from the mount.
+
+hwperfd reports them in two places: the root-only control node, and the
+text view of any process whose counters are in use ("cpu r10000 x2 @ 200
+MHz").  An unprivileged perfex therefore enables cycles on itself for a
+moment, reads its own view and releases again.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hwperfd.client import ProcessCounters, require_mount, user
+from hwperfd.cpu.pmu import CPU_TYPES
+from hwperfd.perfex.costs import cpu_label
+
+CPU_LINE = re.compile(r"^cpu (\S+) x(\d+) @ ([0-9.]+) MHz", re.M)
+
+
+class MachineUnknown(RuntimeError):
+    """hwperfd would not say what it emulates."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    mount: Path | None  # None: not asked (perfex --list / -t without a mount)
+    cpu_type: str
+    mhz: float
+    cpus: int
+
+    @property
+    def label(self) -> str:
+        return cpu_label(self.cpu_type)
+
+
+def parse_cpu_line(text: str) -> tuple[str, int, float] | None:
+    match = CPU_LINE.search(text)
+    if not match or match.group(1) not in CPU_TYPES:
+        return None
+    return match.group(1), int(match.group(2)), float(match.group(3))
+
+
+def detect(mount: Path | str | None = None) -> Machine:
+    """Ask the mounted hwperfd; raises client.NotMounted or MachineUnknown."""
+    root = require_mount(Path(mount) if mount else None)
+    found = None
+    try:
+        found = parse_cpu_line((root / "control").read_text())
+    except PermissionError:
+        found = _probe(root)
+    if found is None:
+        raise MachineUnknown(f"hwperfd at {root} did not report its CPU type")
+    cpu_type, cpus, mhz = found
+    return Machine(root, cpu_type, mhz, cpus)
+
+
+def _probe(root: Path) -> tuple[str, int, float] | None:
+    with ProcessCounters(mount=root) as own:
+        found = parse_cpu_line(own.summary())
+        if found is not None:  # already counting (perfex under perfex)
+            return found
+        try:
+            own.enable({0: user(0)})
+        except OSError as exc:
+            if exc.errno == errno.EBUSY:
+                raise MachineUnknown(f"the counters are in use in system mode ({exc.strerror})") from None
+            raise
+        try:
+            return parse_cpu_line(own.summary())
+        finally:
+            own.release()
+
+
+def offline(cpu_type: str) -> Machine:
+    """A machine described without asking hwperfd (listing, cost tables)."""
+    return Machine(None, cpu_type, float(CPU_TYPES[cpu_type].default_mhz), 0)

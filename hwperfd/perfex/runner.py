@@ -1,0 +1,328 @@
+"""Run a command with its counters on, and collect its counts at exit.
+
+perfex forks; the child blocks on a pipe until perfex has enabled counters
+on the child's pid, then execs the command, so not one instruction of the
+command goes uncounted (and none of perfex's).  Descendants inherit the
+counters at fork and hwperfd folds their counts into their parent when the
+parent waits for them (r10k_counters(5)), so when the command exits its own
+file holds the whole tree's counts.  perfex waits with WNOWAIT, reads the
+zombie's counts through the file it opened before, then reaps it.
+
+While it waits perfex takes SIGCHLD - and with -s SIGUSR1/SIGUSR2 - through
+sigwaitinfo, with those signals blocked, so no signal is lost between a
+check and a wait and no handler runs in the middle of an ioctl.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import sys
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable
+
+from hwperfd.client import ProcessCounters
+from hwperfd.perfex.plan import EventPlan
+
+SLOTS = 32
+EXIT_PERFEX = 125  # perfex itself failed (as env(1), nice(1), timeout(1))
+EXIT_CANNOT_RUN = 126
+EXIT_NOT_FOUND = 127
+
+DESCENDANT = re.compile(r"^descendant (\d+) (\S+)((?: \d+){32})\s*$", re.M)
+
+
+class PerfexError(RuntimeError):
+    """perfex could not do its job; the message is for the user."""
+
+    def __init__(self, message: str, status: int = EXIT_PERFEX) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ProcessShare:
+    """One process's own counts (32 slots), as folded into the command."""
+
+    pid: int
+    comm: str
+    raw: tuple[int, ...]
+    own_times: bool = False  # True for the command: its enabled/active times are known
+
+
+@dataclass
+class Measurement:
+    """What one run of the command produced."""
+
+    pid: int
+    exit_code: int  # what perfex exits with: the code, or 128 + signal
+    signal: int | None
+    raw: tuple[int, ...]  # slot counts: the command and every folded descendant
+    enabled_ns: int  # the command's own counting time (summed over -s intervals)
+    active_ns: tuple[int, ...]  # per slot, the part of enabled_ns it was loaded
+    processes: list[ProcessShare] = field(default_factory=list)  # descendants, then the command
+    started: bool = True  # False: -s and SIGUSR1 never came
+    lost: bool = False  # the generation changed: counts are incomplete
+
+
+class _Counting:
+    """The counters of the command, started and stopped (-s) as asked."""
+
+    def __init__(self, counters: ProcessCounters, plan: EventPlan, notice: Callable[[str], None]) -> None:
+        self.counters = counters
+        self.plan = plan
+        self.notice = notice
+        self.counting = False
+        self.started = False
+        self.lost = False
+        self.generation = 0
+        self.raw = [0] * SLOTS
+        self.active = [0] * SLOTS
+        self.enabled = 0
+
+    def start(self) -> bool:
+        if self.counting:
+            self.notice("got SIGUSR1 but already counting: ignored")
+            return False
+        self.generation = self.counters.enable(self.plan.specs())
+        self.counting = self.started = True
+        return True
+
+    def stop(self, release: bool = True) -> None:
+        if not self.counting:
+            self.notice("got SIGUSR2 but not counting: ignored")
+            return
+        usage = self.counters.read_usage()
+        if usage.generation != self.generation:
+            self.lost = True
+        monitor = usage.fields.pu_cpu_mon
+        for slot in range(SLOTS):
+            self.raw[slot] += usage.counts[slot]
+            self.active[slot] += monitor.cm_active_ns[slot]
+        self.enabled += monitor.cm_enabled_ns
+        if release:
+            self.counters.release()
+        self.counting = False
+
+
+def run(
+    argv: list[str],
+    plan: EventPlan,
+    mount: Path,
+    *,
+    signal_control: bool = False,
+    notice: Callable[[str], None] = lambda text: None,
+) -> Measurement:
+    """Run ``argv`` once under counting; raise PerfexError if perfex cannot."""
+    control = {signal.SIGUSR1, signal.SIGUSR2} if signal_control else set()
+    forwarded = {signal.SIGTERM, signal.SIGHUP}
+    waited = {signal.SIGCHLD} | control | forwarded
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    # As time(1) does: a ^C or ^\ is for the command; perfex reports after it.
+    # SIGCHLD must not be ignored (an inherited SIG_IGN would reap the command
+    # behind perfex's back); the waited-for signals stay blocked, so their
+    # default actions never run.
+    dispositions = {sig: signal.SIG_IGN for sig in (signal.SIGINT, signal.SIGQUIT)}
+    dispositions.update({sig: signal.SIG_DFL for sig in (signal.SIGCHLD, *control)})
+    saved = {sig: signal.signal(sig, action) for sig, action in dispositions.items()}
+    try:
+        return _run(argv, plan, mount, control, forwarded, waited, old_mask, notice)
+    finally:
+        for sig, action in saved.items():
+            signal.signal(sig, action)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Measurement:
+    go_read, go_write = os.pipe()  # both ends close on exec
+    err_read, err_write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the command-to-be
+        _child(argv, go_read, go_write, err_read, err_write, old_mask)
+    os.close(go_read)
+    os.close(err_write)
+    counters = None
+    try:
+        try:
+            counters = ProcessCounters(pid, mount=mount)
+            counting = _Counting(counters, plan, notice)
+            if not control:
+                counting.start()
+        except OSError as exc:
+            os.close(go_write)  # the child sees EOF and leaves without exec
+            os.waitpid(pid, 0)
+            raise PerfexError(f"cannot count pid {pid}: {_why(exc)}") from None
+        os.write(go_write, b"g")
+        os.close(go_write)
+        failed = os.read(err_read, 64)
+        if failed:
+            os.waitpid(pid, 0)
+            code = int(failed)
+            status = EXIT_NOT_FOUND if code == errno.ENOENT else EXIT_CANNOT_RUN
+            raise PerfexError(f"cannot run {argv[0]}: {os.strerror(code)}", status)
+
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            info = signal.sigwaitinfo(waited)
+            if info.si_signo == signal.SIGUSR1:
+                try:
+                    if counting.start():
+                        notice("SIGUSR1: counting started")
+                except OSError as exc:
+                    notice(f"SIGUSR1: cannot start counting: {_why(exc)}")
+            elif info.si_signo == signal.SIGUSR2:
+                was = counting.counting
+                try:
+                    counting.stop()
+                except OSError as exc:
+                    notice(f"SIGUSR2: cannot stop counting: {_why(exc)}")
+                    continue
+                if was:
+                    notice("SIGUSR2: counting stopped")
+            elif info.si_signo in forwarded:
+                os.kill(pid, info.si_signo)
+
+        # The command is a zombie: its file still answers.
+        if counting.counting:
+            counting.stop(release=False)
+        summary = counters.summary()
+        comm = _comm(pid) or _command_name(argv)
+    except OSError as exc:
+        raise PerfexError(f"reading the counters of pid {pid} failed: {exc.strerror or exc}") from None
+    finally:
+        if counters is not None:
+            counters.close()
+        os.close(err_read)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = None
+    code = os.waitstatus_to_exitcode(status) if status is not None else EXIT_PERFEX
+    return Measurement(
+        pid=pid,
+        exit_code=code if code >= 0 else 128 - code,
+        signal=-code if code < 0 else None,
+        raw=tuple(counting.raw),
+        enabled_ns=counting.enabled,
+        active_ns=tuple(counting.active),
+        processes=_shares(pid, comm, counting.raw, summary),
+        started=counting.started,
+        lost=counting.lost,
+    )
+
+
+def _child(argv, go_read, go_write, err_read, err_write, old_mask) -> None:
+    """Wait for perfex's go, then become the command.  Never returns."""
+    try:
+        os.close(go_write)
+        os.close(err_read)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        if os.read(go_read, 1) != b"g":
+            os._exit(EXIT_PERFEX)
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(err_write, str(exc.errno or errno.ENOEXEC).encode())
+            os._exit(EXIT_NOT_FOUND if exc.errno == errno.ENOENT else EXIT_CANNOT_RUN)
+    except BaseException:
+        pass
+    os._exit(EXIT_PERFEX)
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.EBUSY:
+        return "the counters are busy (held in system mode)"
+    return exc.strerror or str(exc)
+
+
+def _command_name(argv: list[str]) -> str:
+    return os.path.basename(argv[0])[:15]
+
+
+def _comm(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip().replace(" ", "_") or None
+    except OSError:
+        return None
+
+
+def descendants(summary: str) -> list[ProcessShare]:
+    """The ``descendant PID COMM C0 .. C31`` lines of a process's text view."""
+    return [
+        ProcessShare(int(m.group(1)), m.group(2), tuple(int(x) for x in m.group(3).split()))
+        for m in DESCENDANT.finditer(summary)
+    ]
+
+
+def _shares(pid: int, comm: str, totals: list[int], summary: str) -> list[ProcessShare]:
+    folded = descendants(summary)
+    own = [t - sum(d.raw[slot] for d in folded) for slot, t in enumerate(totals)]
+    return folded + [ProcessShare(pid, comm, tuple(max(0, v) for v in own), own_times=True)]
+
+
+# -- projection ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Projected:
+    """One event's count, scaled for multiplexing, and how much of the time it was counted."""
+
+    count: int
+    raw: int
+    fraction: float | None  # None: never counted
+
+
+def _scale(value: int, numerator: int, denominator: int) -> int:
+    exact = Fraction(value * numerator, denominator)
+    return int(exact + Fraction(1, 2))  # round half up; counts are non-negative
+
+
+def project(m: Measurement, plan: EventPlan) -> dict[int, Projected]:
+    """Event number -> projected count.
+
+    perfex(1), -a: counts "are normalized by multiplying by 16 to give an
+    estimate of the values they would have had for exclusive counting".
+    hwperfd reports how long each slot was really loaded (cm_active_ns)
+    against how long counting was on (cm_enabled_ns), so the command's own
+    counts are scaled by exactly that ratio.  Its folded descendants come
+    without times (ControlBlock.add folds counts only), so their counts are
+    scaled by the page's nominal factor, the number of events sharing the
+    counter.  Without multiplexing nothing is scaled.
+    """
+    return {e.number: _project_slot(m, plan, e.slot, e.counter, m.raw[e.slot]) for e in plan.events}
+
+
+def _project_slot(m: Measurement, plan: EventPlan, slot: int, counter: int, raw: int) -> Projected:
+    enabled, active = m.enabled_ns, m.active_ns[slot]
+    time_fraction = active / enabled if enabled else None
+    if not plan.multiplexed:
+        return Projected(raw, raw, time_fraction if enabled else (1.0 if raw else None))
+    own = m.processes[-1].raw[slot] if m.processes else raw
+    others = raw - own
+    nominal = plan.slots_on_counter(counter)
+    count = (_scale(own, enabled, active) if active else own * nominal) + others * nominal
+    if count:
+        return Projected(count, raw, raw / count)
+    return Projected(0, raw, time_fraction if time_fraction else None)
+
+
+def project_share(share: ProcessShare, m: Measurement, plan: EventPlan) -> dict[int, int]:
+    """One process's counts (-mp), scaled as ``project`` scales them."""
+    out = {}
+    for e in plan.events:
+        raw = share.raw[e.slot]
+        if not plan.multiplexed:
+            out[e.number] = raw
+        elif share.own_times and m.active_ns[e.slot]:
+            out[e.number] = _scale(raw, m.enabled_ns, m.active_ns[e.slot])
+        else:
+            out[e.number] = raw * plan.slots_on_counter(e.counter)
+    return out
