@@ -40,7 +40,18 @@ typedef struct hwperf_cpucntrs_arg {
 
 /*
  * syssgi(SGI_EVENTCTR, cmd, ...): implemented in libhwperf (hwperfd's client
- * library) on top of the HWIOC_* ioctls.
+ * library, lib/syssgi.c) on top of the HWIOC_* ioctls, with IRIX's arguments:
+ *   HWPERF_ENSYSCNTRS, HWPERF_SET_SYSEVCTRL, HWPERF_PROFENABLE:
+ *						hwperf_profevctrarg_t *
+ *   HWPERF_GET_SYSCNTRS:			hwperf_cntr_t *
+ *   HWPERF_GET_CPUCNTRS:			int cpuid, hwperf_cntr_t *
+ *   HWPERF_GET_SYSEVCTRL:			hwperf_eventctrl_t * (64 bytes
+ *						written, whatever the type)
+ *   HWPERF_RELSYSCNTRS:			none
+ * Returns what r10k_counters(5) gives, or -1 with errno.  The control node
+ * is root's (0600): a non-root caller gets EPERM, as on IRIX.  Requests
+ * other than SGI_EVENTCTR and unknown commands: EINVAL.  HWPERF_PROFENABLE,
+ * HWPERF_PROF_CTR_SUSP and HWPERF_PROF_CTR_CONT: ENOTSUP (not emulated).
  */
 int syssgi(int request, ...);
 
