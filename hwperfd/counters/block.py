@@ -121,6 +121,9 @@ class ControlBlock:
         return [(slot, ns) for slot, ns in zip(slots, shares) if ns]
 
     def add(self, other: "ControlBlock") -> None:
-        """Fold another block's counts in (a reaped child, or a CPU into the global block)."""
+        """Fold another block in (a reaped child): counts, and the times that
+        let a reader scale multiplexed counts honestly."""
+        self.enabled_ns += other.enabled_ns
         for i in range(SLOTS):
             self.counts[i] += other.counts[i]
+            self.active_ns[i] += other.active_ns[i]

@@ -305,10 +305,9 @@ def _project_slot(m: Measurement, plan: EventPlan, slot: int, counter: int, raw:
     time_fraction = active / enabled if enabled else None
     if not plan.multiplexed:
         return Projected(raw, raw, time_fraction if enabled else (1.0 if raw else None))
-    own = m.processes[-1].raw[slot] if m.processes else raw
-    others = raw - own
-    nominal = plan.slots_on_counter(counter)
-    count = (_scale(own, enabled, active) if active else own * nominal) + others * nominal
+    # hwperfd folds a child's enabled and active times with its counts, so
+    # the whole tree scales by its own ratio.
+    count = _scale(raw, enabled, active) if active else raw * plan.slots_on_counter(counter)
     if count:
         return Projected(count, raw, raw / count)
     return Projected(0, raw, time_fraction if time_fraction else None)
