@@ -299,10 +299,10 @@ class CounterKernel:
         nobody could release it through /proc any more, and its overflow
         signals would go to a dead (or reused) pid.
         """
-        self._procs.pop(pid, None)
-        self._profiles.pop(pid, None)
         if self._owns_system(pid):
             self._release_system()
+        self._procs.pop(pid, None)
+        self._profiles.pop(pid, None)
 
     def _fold(self, child: _ProcessRecord) -> None:
         parent = self._parent_record(child.parent)
@@ -463,6 +463,16 @@ class CounterKernel:
     def _release_system(self) -> None:
         system = self._require_system()
         self._catch_up_system(system)
+        if system.owner is not None:
+            # "This same coalescing of the per-cpu counters happens when the
+            # counters are released": the owner can still read the sum.
+            total = ControlBlock(system.request)
+            for block in system.per_cpu:
+                total.add(block)
+            seen = self.time.process_times(system.owner) or (0, 0)
+            self._procs[system.owner] = _ProcessRecord(
+                system.owner, total, system.generation, State.RELEASED, seen, 0
+            )
         self._system = None
 
     def _require_system(self) -> _SystemRecord:

@@ -180,3 +180,15 @@ def test_system_mode_displaces_user_mode_and_bumps_generation(kernel, ledger):
     # kernel (non-EXL) share of system time: 90%
     assert counts[0] == 5 * 200_000 * 9 // 10
     assert kernel.read_cpu(5) is None
+
+
+def test_system_counts_stay_readable_by_their_owner_after_release(kernel, ledger):
+    root = Proc(1, uid=0)
+    ledger.run(1, 0)
+    gen = kernel.enable(me(root), root, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)}))
+    ledger.cpus = [(0, 10 * MS), (0, 10 * MS)]
+    kernel.release(me(root), root)
+    assert not kernel.system_mode
+    generation, counts = kernel.read(me(root), root)
+    assert generation == gen
+    assert counts[0] == 20 * 200_000 * 9 // 10
