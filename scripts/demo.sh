@@ -13,8 +13,8 @@ if ! grep -q " $mount fuse.hwperfd " /proc/self/mountinfo; then
 fi
 echo "--- $mount/control"
 cat "$mount/control"
-echo "--- the r10k_counters(5) example, counting itself:"
-examples/bin/r10k_counters
+echo "--- the r10k_counters(5) example, unchanged (it opens /proc/%05d), counting itself:"
+hwperfd-run examples/bin/r10k_counters
 echo "--- the Python client on a busy child process:"
 python3 - <<'PY'
 import os, subprocess, time
@@ -26,8 +26,8 @@ with ProcessCounters(child.pid) as pc:
     print(pc.summary())
 child.wait()
 PY
-if command -v perfex >/dev/null && [ -f hwperfd/perfex/__init__.py ]; then
-    echo "--- perfex -y on a shell pipeline:"
-    perfex -y -e 0 -e 25 sh -c 'seq 300000 | sort -n | tail -1' || true
-fi
+echo "--- perfex -y on a shell pipeline:"
+perfex -y -e 0 -e 25 sh -c 'seq 300000 | sort -n | tail -1'
+echo "--- the system-wide view, through syssgi(SGI_EVENTCTR, ...):"
+examples/bin/syssgi_sys 2>&1 | head -20 || true
 echo "hwperfd is mounted at $mount; stop it with: kill \$(pgrep -f 'python3 -m hwperfd')"
