@@ -47,6 +47,9 @@ class ManualClock:
     def forget(self, pid: int) -> None:
         self._processes.pop(pid, None)
 
+    def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
+        """Manual time is exact already; the host's accounting is ignored."""
+
 
 class RealClock:
     """The host's CPU time.  Emulated CPU i takes an equal share of host CPU
@@ -56,10 +59,19 @@ class RealClock:
 
     def __init__(self, cpus: int) -> None:
         self._cpus = cpus
+        self._final: dict[int, CpuTimes] = {}
 
     def process_times(self, pid: int) -> CpuTimes | None:
+        final = self._final.get(pid)
+        if final is not None:
+            return final
         times = processes.read_cpu_times(pid)
         return None if times is None else (times.user_ns, times.system_ns)
+
+    def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
+        """The kernel's exit accounting for ``pid``: its last word on CPU
+        time, which outlives the /proc entry a parent may reap at once."""
+        self._final[pid] = (user_ns, system_ns)
 
     def cpu_times(self, cpu: int) -> CpuTimes:
         host = processes.read_system_cpu_times()
@@ -68,4 +80,4 @@ class RealClock:
         return host[index].user_ns // sharing, host[index].system_ns // sharing
 
     def forget(self, pid: int) -> None:
-        pass
+        self._final.pop(pid, None)

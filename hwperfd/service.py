@@ -6,6 +6,7 @@ that ``hwperfd --help`` and set-up errors need neither FUSE nor root.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from hwperfd.clock import ManualClock, RealClock
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.daemon import SetupError, notify
-from hwperfd.host import procevents, processes
+from hwperfd.host import procevents, processes, taskstats
 from hwperfd.procfs.fs import ProcFs
 from hwperfd.signals import SignalSender
 
@@ -45,6 +46,7 @@ class Daemon:
             self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe
         )
         self.events: procevents.ProcessEvents | None = None
+        self.accounting: taskstats.ExitAccounting | None = None
         self.fs = ProcFs(
             self.kernel,
             clock=self.clock,
@@ -89,6 +91,14 @@ class Daemon:
                 if processes.read_process(pid) is None:
                     self._gone(pid)
 
+    async def _tick(self) -> None:
+        """Catch up processes that asked for overflow signals, every clock tick."""
+        while True:
+            await trio.sleep(SIGNAL_TICK)
+            pids = self.kernel.signalling()
+            if pids:
+                self.kernel.catch_up(pids)
+
     async def _reap_zombies(self) -> None:
         while True:
             await trio.sleep(ZOMBIE_INTERVAL)
@@ -124,22 +134,38 @@ class Daemon:
                 self.clock.forget(child)
 
     async def _follow_processes(self) -> None:
-        """Fork and exit, as the kernel's process-events connector reports them."""
+        """Fork and exit, as the kernel's process-events connector reports
+        them, with each exiting process's final CPU time from taskstats."""
         if not procevents.available():
             log.info("process events connector unavailable: no fork/exit inheritance")
             return
-        async with procevents.ProcessEvents() as events:
-            self.events = events
+        async with contextlib.AsyncExitStack() as stack:
+            if isinstance(self.clock, RealClock) and taskstats.available():
+                self.accounting = await stack.enter_async_context(taskstats.ExitAccounting())
+            else:
+                log.info("taskstats unavailable: a child reaped at once may lose its last CPU time")
+            self.events = await stack.enter_async_context(procevents.ProcessEvents())
             try:
-                async for event in events:
+                async for event in self.events:
+                    self._take_accounting()
                     self._apply(event)
             finally:
-                self.events = None
+                self.events = self.accounting = None
+
+    def _take_accounting(self) -> None:
+        # Exit accounting is queued before the exit event it explains.
+        if self.accounting is None:
+            return
+        tracked = set(self.kernel.tracked())
+        for record in self.accounting.drain_nowait():
+            if isinstance(record, taskstats.TaskExit) and record.whole_group and record.pid in tracked:
+                self.clock.exited(record.pid, record.user_ns, record.system_ns)
 
     def _catch_up_events(self) -> None:
         """Apply queued forks and exits, and fold zombies reaped since: a
         parent that has just returned from wait(2) must see its child's counts."""
         if self.events is not None:
+            self._take_accounting()
             for event in self.events.drain_nowait():
                 self._apply(event)
         for pid in self.kernel.exited():
