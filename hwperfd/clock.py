@@ -23,9 +23,10 @@ class ManualClock:
         self._cpus: list[CpuTimes] = [(0, 0)] * cpus
 
     def process_times(self, pid: int) -> CpuTimes | None:
-        if pid not in self._processes and processes.read_process(pid) is None:
-            return None
-        return self._processes.get(pid, (0, 0))
+        times = self._processes.get(pid)
+        if times is not None:
+            return times
+        return (0, 0) if processes.exists(pid) else None
 
     def cpu_times(self, cpu: int) -> CpuTimes:
         return self._cpus[cpu]

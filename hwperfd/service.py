@@ -47,12 +47,17 @@ class Daemon:
         )
         self.events: procevents.ProcessEvents | None = None
         self.accounting: taskstats.ExitAccounting | None = None
+        # Set when a request may have armed overflow signals, or a process
+        # exited: the periodic tasks sleep on these while they have no work.
+        self._controls_changed: trio.Event | None = None
+        self._exits_seen: trio.Event | None = None
         self.fs = ProcFs(
             self.kernel,
             clock=self.clock,
             mount=mount,
             on_time_moved=self._time_moved,
             catch_up_events=self._catch_up_events,
+            on_controls_changed=self._wake_tick,
         )
 
     @staticmethod
@@ -60,13 +65,19 @@ class Daemon:
         info = processes.read_process(pid)
         return info is not None and info.running
 
+    def _wake_tick(self) -> None:
+        if self._controls_changed is not None:
+            self._controls_changed.set()
+
     def _time_moved(self, pid: int) -> None:
         # Under the manual clock, overflow signals follow the advance at once.
         self.kernel.catch_up([pid] if pid >= 0 else [])
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(pyfuse3.main)
+            # Every handler is synchronous, so more reader tasks buy nothing; one
+            # saves a task hand-off and a lock per request.
+            nursery.start_soon(pyfuse3.main, 1, 1)
             nursery.start_soon(self.signals.run)
             nursery.start_soon(self._reap)
             nursery.start_soon(self._reap_zombies)
@@ -88,19 +99,26 @@ class Daemon:
             await trio.sleep(REAP_INTERVAL)
             self._catch_up_events()
             for pid in self.kernel.tracked():
-                if processes.read_process(pid) is None:
+                if not processes.exists(pid):
                     self._gone(pid)
 
     async def _tick(self) -> None:
-        """Catch up processes that asked for overflow signals, every clock tick."""
+        """Catch up processes that asked for overflow signals, every clock tick
+        while there are any; otherwise sleep until a request changes controls."""
         while True:
-            await trio.sleep(SIGNAL_TICK)
             pids = self.kernel.signalling()
-            if pids:
-                self.kernel.catch_up(pids)
+            if not pids:
+                self._controls_changed = trio.Event()
+                await self._controls_changed.wait()
+                continue
+            self.kernel.catch_up(pids)
+            await trio.sleep(SIGNAL_TICK)
 
     async def _reap_zombies(self) -> None:
         while True:
+            if not self.kernel.exited():
+                self._exits_seen = trio.Event()
+                await self._exits_seen.wait()
             await trio.sleep(ZOMBIE_INTERVAL)
             self._catch_up_events()
 
@@ -193,6 +211,8 @@ class Daemon:
                 return
             waiting = processes.waiting_for_child(info.ppid)
             self.kernel.exit(event.pid, info.ppid, waiting, info.comm)
+            if self._exits_seen is not None:
+                self._exits_seen.set()
 
 def serve(args, mount: str) -> int:
     """Mount, serve until SIGTERM/SIGINT, unmount."""

@@ -12,10 +12,9 @@ boundaries").  Counts are exact integers; nothing is ever scaled.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from hwperfd.counters.request import SLOTS, CounterRequest
-from hwperfd.cpu.pmu import COUNTERS_PER_CPU, OVERFLOW_BIT, CounterState, Cpu, ModeCycles
+from hwperfd.cpu.pmu import COUNTERS_PER_CPU, OVERFLOW_BIT, CounterState, Cpu, ModeWeights
 from hwperfd.cpu.profiles import WorkloadProfile
 
 TICK_NS = 10_000_000  # the IRIX clock tick: 100 Hz
@@ -66,9 +65,8 @@ class ControlBlock:
         if total <= 0:
             return 0
         self.enabled_ns += total
-        user = Fraction(user_ns, total)
-        kernel = Fraction(system_ns, total) * (1 - profile.exl_share)
-        exl = Fraction(system_ns, total) * profile.exl_share
+        exl_num, exl_den = profile.exl_share.numerator, profile.exl_share.denominator
+        weights = ModeWeights(user_ns * exl_den, system_ns * (exl_den - exl_num), system_ns * exl_num, total * exl_den)
         signalled = 0
         for counter in range(COUNTERS_PER_CPU):
             slots = self.request.on_counter(counter)
@@ -76,11 +74,10 @@ class ControlBlock:
                 continue
             hw = cpu.counters[counter]
             for slot, ns in self._shares(counter, slots, total):
-                cycles = cpu.cycles(ns)
                 threshold = self.request.thresholds[slot]
                 reload = OVERFLOW_BIT - threshold if threshold else 0
                 hw.load(CounterRequest.control(self.request.specs[slot]), self._saved[slot], reload)
-                burst = cpu.run(counter, ModeCycles(cycles * user, cycles * kernel, cycles * exl), profile)
+                burst = cpu.run(counter, ns, weights, profile)
                 self._saved[slot] = hw.save()
                 self.counts[slot] += burst.events
                 self.active_ns[slot] += ns

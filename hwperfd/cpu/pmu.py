@@ -42,22 +42,20 @@ CPU_TYPES = {
 
 
 @dataclass(frozen=True)
-class ModeCycles:
-    """Cycles a burst spent in each mode the control register can select."""
+class ModeWeights:
+    """How a burst's time divides among the modes, exactly: user / per, kernel / per, exl / per."""
 
-    user: Fraction = Fraction(0)
-    kernel: Fraction = Fraction(0)
-    exl: Fraction = Fraction(0)
+    user: int
+    kernel: int
+    exl: int
+    per: int
 
-    def enabled(self, mode: int) -> Fraction:
-        total = Fraction(0)
-        if mode & MODE_U:
-            total += self.user
-        if mode & MODE_K:
-            total += self.kernel
-        if mode & MODE_EXL:
-            total += self.exl
-        return total
+    def enabled(self, mode: int) -> int:
+        return (
+            (self.user if mode & MODE_U else 0)
+            + (self.kernel if mode & MODE_K else 0)
+            + (self.exl if mode & MODE_EXL else 0)
+        )
 
 
 @dataclass(frozen=True)
@@ -135,18 +133,28 @@ class Cpu:
     def cycles(self, ns: Fraction | int) -> Fraction:
         return Fraction(ns) * self.mhz / 1000
 
-    def run(self, counter: int, cycles: ModeCycles, profile: WorkloadProfile) -> Burst:
-        """Run one counter through a burst and report what it counted."""
+    def run(self, counter: int, ns: int, weights: ModeWeights, profile: WorkloadProfile) -> Burst:
+        """Run one counter through ``ns`` of CPU time split among the modes by
+        ``weights``; only the modes its control register enables count.
+
+        Exact: events = floor(residue + cycles(ns) * enabled share * rate), the
+        fraction carried in the residue, in integer arithmetic (Fraction's is
+        several times slower, and this runs on every counter read)."""
         hw = self.counters[counter]
         event = self.type.events.on_counter(counter, hw.control.event)
-        counted = cycles.enabled(hw.control.mode)
-        if event is None or not counted:
+        weight = weights.enabled(hw.control.mode)
+        if event is None or not weight or not ns:
             return Burst(0, 0)
-        exact = hw.residue + counted * profile.rate(event.kind)
-        events = exact.numerator // exact.denominator
-        hw.residue = exact - events
-        overflows = hw.advance(events)
-        return Burst(events, overflows)
+        rate = profile.rate(event.kind)
+        # exact = residue + ns * mhz / 1000 * weight / per * rate
+        num = ns * self.mhz.numerator * weight * rate.numerator
+        den = 1000 * self.mhz.denominator * weights.per * rate.denominator
+        residue = hw.residue
+        num = residue.numerator * den + num * residue.denominator
+        den *= residue.denominator
+        events = num // den
+        hw.residue = Fraction(num - events * den, den)
+        return Burst(events, hw.advance(events))
 
 
 class CpuSet:

@@ -59,6 +59,7 @@ class ProcFs(pyfuse3.Operations):
         mount: str,
         on_time_moved: Callable[[int], None] = lambda pid: None,
         catch_up_events: Callable[[], None] = lambda: None,
+        on_controls_changed: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__()
         self.kernel = kernel
@@ -70,6 +71,9 @@ class ProcFs(pyfuse3.Operations):
         # Forks and exits the kernel has reported but we have not applied yet
         # must land before a request that may depend on them.
         self._catch_up_events = catch_up_events
+        # Called after an ioctl that carried data in: those are the ones that
+        # set controls (PIOCENEVCTRS, PIOCSETEVCTRL, HWIOC_ENSYSCNTRS, ...).
+        self._on_controls_changed = on_controls_changed
         self._handles: dict[int, int] = {}  # fh -> inode
         self._pages: dict[int, bytes] = {}  # fh -> text being read
         self._next_fh = 1
@@ -244,7 +248,11 @@ class ProcFs(pyfuse3.Operations):
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         self._catch_up_events()
         if ino == CONTROL_INODE:
-            return self._syssgi_ioctls(call)
-        if ino >= _PID_BASE:
-            return self._proc_ioctls(ino - _PID_BASE, call)
-        raise OSError(errno.ENOTTY, "the mount root takes no ioctl")
+            reply = self._syssgi_ioctls(call)
+        elif ino >= _PID_BASE:
+            reply = self._proc_ioctls(ino - _PID_BASE, call)
+        else:
+            raise OSError(errno.ENOTTY, "the mount root takes no ioctl")
+        if data:
+            self._on_controls_changed()
+        return reply

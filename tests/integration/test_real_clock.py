@@ -35,7 +35,8 @@ def test_a_child_reaped_at_once_keeps_its_last_cpu_time(real_mount):
     # sh reaps python within microseconds of its exit; the kernel's exit
     # accounting still gives its CPU time, so the cycles reach perfex.
     cycles = perfex_cycles(real_mount, "sh", "-c", f"{sys.executable} -c '{BURN}'; true")
-    assert 0.3 * MHZ * 1e6 <= cycles <= 3.0 * MHZ * 1e6
+    # process_time() counts system time too, so user time is a little under 0.3 s
+    assert 0.25 * MHZ * 1e6 <= cycles <= 3.0 * MHZ * 1e6
 
 
 def test_r10k_example_counts_real_work(real_mount, examples):

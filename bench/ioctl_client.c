@@ -1,0 +1,139 @@
+/*
+ * Time PIOCGETEVCTRS round trips on one file.
+ *
+ *     ioctl_client [-n CALLS] [-w WARMUP] [-e] PATH
+ *
+ * PATH is the file to open; if it is a directory (an hwperfd mount), the
+ * client opens PATH/%05d of its own pid.  With -e it first enables the
+ * counters on that file (PIOCENEVCTRS: event 0, cycles, in user mode in
+ * slot 0), so that each PIOCGETEVCTRS does real work in hwperfd.  Then
+ * WARMUP untimed and CALLS timed ioctls; each round trip is timed with
+ * clock_gettime(CLOCK_MONOTONIC).  Output: one machine-readable line
+ *
+ *     RESULT calls=N median_us=.. p90_us=.. p99_us=.. mean_us=.. min_us=.. max_us=..
+ *
+ * and one line for people.  Exit status 0 only if every call succeeded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/procfs.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int cmp_u64(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted values, p in 0..100. */
+static double pct_us(const unsigned long long *v, long n, double p)
+{
+    long k = (long)(p / 100.0 * n + 0.5);
+    if (k < 1)
+        k = 1;
+    if (k > n)
+        k = n;
+    return v[k - 1] / 1000.0;
+}
+
+static unsigned long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int enable_counters(int fd)
+{
+    hwperf_profevctrarg_t args;
+    int gen;
+
+    memset(&args, 0, sizeof args);
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_mode = HWPERF_CNTEN_U;
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_ev = 0; /* cycles */
+    gen = ioctl(fd, PIOCENEVCTRS, (void *)&args);
+    if (gen < 0) {
+        perror("PIOCENEVCTRS");
+        return -1;
+    }
+    return gen;
+}
+
+int main(int argc, char **argv)
+{
+    long calls = 20000, warmup = -1, i;
+    int enable = 0, opt, fd, gen = 0;
+    char path[4096];
+    struct stat st;
+    hwperf_cntr_t cnts;
+    unsigned long long *t, sum = 0;
+
+    while ((opt = getopt(argc, argv, "n:w:e")) != -1) {
+        switch (opt) {
+        case 'n': calls = atol(optarg); break;
+        case 'w': warmup = atol(optarg); break;
+        case 'e': enable = 1; break;
+        default:
+            fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-e] PATH\n", argv[0]);
+            return 2;
+        }
+    }
+    if (optind != argc - 1 || calls < 1) {
+        fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-e] PATH\n", argv[0]);
+        return 2;
+    }
+    if (warmup < 0)
+        warmup = calls;
+    if (stat(argv[optind], &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(path, sizeof path, "%s/%05d", argv[optind], (int)getpid());
+    else
+        snprintf(path, sizeof path, "%s", argv[optind]);
+
+    fd = open(path, O_RDWR);
+    if (fd < 0) {
+        perror(path);
+        return 1;
+    }
+    if (enable && (gen = enable_counters(fd)) < 0)
+        return 1;
+    t = malloc(sizeof *t * calls);
+    if (t == NULL) {
+        perror("malloc");
+        return 1;
+    }
+    for (i = 0; i < warmup; i++) {
+        int r = ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
+        if (r < 0 || (enable && r != gen)) {
+            fprintf(stderr, "warm-up PIOCGETEVCTRS: returned %d (generation %d): %s\n", r, gen,
+                    r < 0 ? strerror(errno) : "generation changed");
+            return 1;
+        }
+    }
+    for (i = 0; i < calls; i++) {
+        unsigned long long t0 = now_ns();
+        int r = ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
+        t[i] = now_ns() - t0;
+        if (r < 0) {
+            perror("PIOCGETEVCTRS");
+            return 1;
+        }
+        sum += t[i];
+    }
+    qsort(t, calls, sizeof *t, cmp_u64);
+    printf("RESULT calls=%ld median_us=%.2f p90_us=%.2f p99_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f\n",
+           calls, pct_us(t, calls, 50), pct_us(t, calls, 90), pct_us(t, calls, 99),
+           sum / 1000.0 / calls, t[0] / 1000.0, t[calls - 1] / 1000.0);
+    printf("%s: %ld PIOCGETEVCTRS round trips: median %.1f us, p90 %.1f us, p99 %.1f us"
+           " (slot 0 count %llu)\n",
+           path, calls, pct_us(t, calls, 50), pct_us(t, calls, 90), pct_us(t, calls, 99),
+           (unsigned long long)cnts.hwp_evctr[0]);
+    close(fd);
+    free(t);
+    return 0;
+}

@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""hwperfd benchmark: PIOCGETEVCTRS round trips against the FUSE floor, and idle load.
+
+    python3 bench/run.py [--calls N] [--rounds R] [--procs P] [--idle-seconds S] ...
+
+Part 1 (latency).  Builds bench/floor_server.c (a minimal single-threaded
+libfuse3 server answering every ioctl with 256 zero bytes: the floor for any
+FUSE ioctl here) and bench/ioctl_client.c, mounts the floor server, hwperfd
+with --clock manual and with --clock real, and (for reference) hwperfd's
+FUSE stack with a no-op handler (bench/pyfuse3_floor.py), all under a
+temporary directory.  The C client runs against each, interleaved over
+several rounds so that machine noise falls on all alike; against hwperfd it
+first enables the counters on itself, so each PIOCGETEVCTRS does real work.
+The figure per target is the median of the per-round medians, and the ratio
+hwperfd / floor is checked against the 3.0x target.
+
+Placements: "same" pins every server and the client to CPU 0, so no
+cross-CPU wake-up is timed and the gap to the floor is the servers' own
+cost (the gate by default: reproducible, and what bare metal would show);
+"split" pins the servers to CPU 0 and the client to CPU 1; "free" lets the
+scheduler choose, which on a small VM swings between the two from run to
+run.  The servers' CPU time per call (process CPU clock, exact) is shown too.
+
+Part 2 (idle load).  Mounts a fresh hwperfd (--clock real by default), forks
+PROCS children that block on a pipe, enables counters on each through the
+mount (hwperfd.client), and measures the daemon's CPU time over IDLE_SECONDS
+of wall time (% of one core), before and after enabling, and its RSS.
+
+Everything is unmounted at the end, even on error (SIGTERM, then
+fusermount3 -u -z), and the idle children are killed.  Needs root.  Exit
+status 0 if every hwperfd ratio at the gate placement meets the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+TARGET_RATIO = 3.0
+PLACEMENTS = ("same", "split", "free")
+
+sys.path.insert(0, str(ROOT))
+
+
+# -- small helpers -------------------------------------------------------------
+
+
+def log(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def is_mounted(path: Path) -> bool:
+    real = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == real for line in f)
+
+
+def cpu_ns(pid: int) -> int:
+    """Exact CPU time (user + system, all threads) of ``pid``: its process CPU clock."""
+    return time.clock_gettime_ns(((~pid) << 3) | 2)
+
+
+def stat_cpu_ns(pid: int) -> int:
+    """utime + stime of ``pid`` from /proc/<pid>/stat, in ns (clock-tick resolution)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * (1_000_000_000 // os.sysconf("SC_CLK_TCK"))
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def set_affinity(pid: int, cpus: set[int] | None) -> None:
+    """Pin every thread of ``pid`` (None: all CPUs)."""
+    cpus = cpus or set(range(os.cpu_count() or 1))
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def build(tmp: Path) -> tuple[Path, Path]:
+    cc = os.environ.get("CC", "cc")
+    fuse = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], check=True, capture_output=True, text=True)
+    server, client = tmp / "floor_server", tmp / "ioctl_client"
+    flags = ["-O2", "-Wall", "-Werror"]
+    subprocess.run([cc, *flags, "-o", server, BENCH / "floor_server.c", *fuse.stdout.split()], check=True)
+    subprocess.run([cc, *flags, "-I", ROOT / "include", "-o", client, BENCH / "ioctl_client.c"], check=True)
+    return server, client
+
+
+# -- servers -------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    name: str
+    mount: Path
+    process: subprocess.Popen
+    log: Path
+    client_path: Path  # what the client opens (a file, or the mount for hwperfd)
+    enable: bool  # the client enables counters first (hwperfd)
+    gated: bool = False  # checked against the target
+    short: str = ""  # label in the summary
+    medians: dict[str, list[float]] = field(default_factory=dict)
+    p99s: dict[str, list[float]] = field(default_factory=dict)
+    cpu_per_call: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def start_server(name: str, argv: list[str], mount: Path, logfile: Path, ready: Path, client_path: Path,
+                 enable: bool) -> Server:
+    mount.mkdir(parents=True, exist_ok=True)
+    with open(logfile, "w") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    server = Server(name, mount, process, logfile, client_path, enable)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}:\n{logfile.read_text()}")
+        with contextlib.suppress(OSError):
+            if is_mounted(mount) and ready.exists():
+                return server
+        time.sleep(0.02)
+    stop_server(server)
+    raise RuntimeError(f"{name} did not mount {mount} in time:\n{logfile.read_text()}")
+
+
+def stop_server(server: Server) -> None:
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            server.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+    if is_mounted(server.mount):
+        subprocess.run(["fusermount3", "-u", "-z", str(server.mount)], check=False)
+
+
+def start_hwperfd(tmp: Path, clock: str, cpus: int, tag: str = "") -> Server:
+    mount = tmp / f"hwperfd-{clock}{tag}"
+    argv = [sys.executable, "-m", "hwperfd", "--clock", clock, "--cpus", str(cpus), str(mount)]
+    server = start_server(f"hwperfd, {clock} clock", argv, mount, tmp / f"hwperfd-{clock}{tag}.log",
+                          mount / "control", mount, enable=True)
+    server.gated, server.short = True, clock
+    return server
+
+
+# -- part 1: latency -------------------------------------------------------------
+
+RESULT = re.compile(r"^RESULT (.*)$", re.M)
+
+
+def run_client(client: Path, server: Server, calls: int, warmup: int, cpu: int | None) -> dict[str, float]:
+    argv = [str(client), "-n", str(calls), "-w", str(warmup)]
+    if server.enable:
+        argv.append("-e")
+    argv.append(str(server.client_path))
+    preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    before = cpu_ns(server.pid)
+    done = subprocess.run(argv, capture_output=True, text=True, preexec_fn=preexec, timeout=600)
+    used = cpu_ns(server.pid) - before
+    match = RESULT.search(done.stdout)
+    if done.returncode != 0 or not match:
+        raise RuntimeError(f"client against {server.name} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    values = {k: float(v) for k, v in (kv.split("=") for kv in match.group(1).split())}
+    # Includes the open, the enable and the warm-up; the server did nothing else meanwhile.
+    values["server_cpu_us_per_call"] = used / 1000 / (calls + warmup + (1 if server.enable else 0))
+    return values
+
+
+def place(servers: list[Server], placement: str) -> int | None:
+    """Set the servers' affinity; return the CPU to pin the client to (None: free)."""
+    if placement == "free":
+        for s in servers:
+            set_affinity(s.pid, None)
+        return None
+    for s in servers:
+        set_affinity(s.pid, {0})
+    return 0 if placement == "same" else 1
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def verdict(ratio: float) -> str:
+    return "PASS" if ratio <= TARGET_RATIO else "MISS"
+
+
+@dataclass
+class Latency:
+    placement: str
+    floor: Server
+    others: list[Server]
+
+    def figure(self, s: Server) -> float:
+        return med(s.medians[self.placement])
+
+    def ratio(self, s: Server) -> float:
+        return self.figure(s) / self.figure(self.floor)
+
+
+def latency(args, tmp: Path, server_bin: Path, client_bin: Path) -> list[Latency]:
+    results = []
+    with contextlib.ExitStack() as stack:
+        floor_mount = tmp / "floor"
+        floor = start_server("floor, C libfuse", [str(server_bin), str(floor_mount)], floor_mount,
+                             tmp / "floor.log", floor_mount / "file", floor_mount / "file", enable=False)
+        floor.short = "floor"
+        stack.callback(stop_server, floor)
+        others = []
+        if args.pyfuse3_floor:
+            loop_mount = tmp / "pyfuse3-floor"
+            loop = start_server("pyfuse3 loop, no-op", [sys.executable, str(BENCH / "pyfuse3_floor.py"), str(loop_mount)],
+                                loop_mount, tmp / "pyfuse3-floor.log", loop_mount / "file", loop_mount / "file",
+                                enable=False)
+            loop.short = "pyfuse3 loop"
+            stack.callback(stop_server, loop)
+            others.append(loop)
+        for clock in args.clocks:
+            d = start_hwperfd(tmp, clock, args.cpus)
+            stack.callback(stop_server, d)
+            others.append(d)
+        servers = [floor, *others]
+        for placement in args.placements:
+            if placement != "free" and (os.cpu_count() or 1) < 2:
+                log(f"(skipping placement {placement}: needs 2 CPUs)")
+                continue
+            cpu = place(servers, placement)
+            log(f"\n== latency, placement {placement}: {args.rounds} rounds x {args.calls} calls "
+                f"(+{args.warmup} warm-up) per target ==")
+            for r in range(args.rounds):
+                # Rotate the order so no target always runs first or last.
+                order = servers[r % len(servers):] + servers[: r % len(servers)]
+                for s in order:
+                    v = run_client(client_bin, s, args.calls, args.warmup, cpu)
+                    s.medians.setdefault(placement, []).append(v["median_us"])
+                    s.p99s.setdefault(placement, []).append(v["p99_us"])
+                    s.cpu_per_call.setdefault(placement, []).append(v["server_cpu_us_per_call"])
+                    log(f"  round {r + 1}  {s.name:21s} median {v['median_us']:6.1f} us  p90 {v['p90_us']:6.1f}"
+                        f"  p99 {v['p99_us']:6.1f}   server CPU {v['server_cpu_us_per_call']:5.1f} us/call")
+            result = Latency(placement, floor, others)
+            report_latency(result, args)
+            results.append(result)
+        place(servers, "free")
+        for s in servers:
+            if s.process.poll() is not None:
+                raise RuntimeError(f"{s.name} died:\n{s.log.read_text()}")
+    return results
+
+
+def report_latency(res: Latency, args) -> None:
+    p = res.placement
+    log(f"-- placement {p}: median of {len(res.floor.medians[p])} per-round medians")
+    for s in [res.floor, *res.others]:
+        line = (f"  {s.name:21s} {res.figure(s):6.1f} us  (p99 {med(s.p99s[p]):6.1f} us, "
+                f"server CPU {med(s.cpu_per_call[p]):5.1f} us/call)")
+        if s is not res.floor:
+            line += f"  {res.ratio(s):5.2f}x floor"
+            if s.gated:
+                line += f"  {verdict(res.ratio(s))}" + (" (gate)" if p == args.gate else "")
+        log(line)
+
+
+# -- part 2: idle load ---------------------------------------------------------
+
+
+def fork_idle(n: int) -> tuple[int, list[int]]:
+    """``n`` children blocked reading a pipe; they exit when its write end closes."""
+    r, w = os.pipe()
+    pids: list[int] = []
+    try:
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.close(w)
+                    os.read(r, 1)
+                finally:
+                    os._exit(0)
+            pids.append(pid)
+    except BaseException:
+        os.close(w)
+        kill_idle(pids)
+        raise
+    finally:
+        os.close(r)
+    return w, pids
+
+
+def kill_idle(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def measure_cpu(pid: int, seconds: float) -> tuple[float, float]:
+    """% of one core over ``seconds``: (exact CPU clock, /proc stat utime+stime)."""
+    t0, c0, s0 = time.monotonic_ns(), cpu_ns(pid), stat_cpu_ns(pid)
+    time.sleep(seconds)
+    t1, c1, s1 = time.monotonic_ns(), cpu_ns(pid), stat_cpu_ns(pid)
+    return 100 * (c1 - c0) / (t1 - t0), 100 * (s1 - s0) / (t1 - t0)
+
+
+@dataclass
+class IdleResult:
+    clock: str
+    procs: int
+    base_cpu: float
+    base_rss: int
+    cpu: float
+    cpu_stat: float
+    rss: int
+
+
+def idle_load(args, tmp: Path, clock: str) -> IdleResult:
+    from hwperfd.client import ProcessCounters, user
+
+    daemon = start_hwperfd(tmp, clock, args.cpus, tag="-idle")
+    write_end, pids = -1, []
+    try:
+        log(f"\n== idle load: hwperfd, {clock} clock, {args.procs} idle processes with counters enabled ==")
+        time.sleep(1)  # let start-up settle
+        base_cpu, base_stat = measure_cpu(daemon.pid, args.idle_seconds)
+        base_rss = rss_kib(daemon.pid)
+        log(f"  nothing enabled:   CPU {base_cpu:5.2f}% of one core over {args.idle_seconds:g} s "
+            f"(stat utime+stime {base_stat:5.2f}%), RSS {base_rss / 1024:.1f} MiB")
+        write_end, pids = fork_idle(args.procs)
+        t0 = time.monotonic()
+        for pid in pids:
+            with ProcessCounters(pid, mount=daemon.mount) as counters:
+                counters.enable({0: user(0)})
+        log(f"  enabled counters on {len(pids)} processes in {time.monotonic() - t0:.2f} s")
+        time.sleep(1)
+        cpu, cpu_stat = measure_cpu(daemon.pid, args.idle_seconds)
+        rss = rss_kib(daemon.pid)
+        log(f"  {args.procs} enabled, idle: CPU {cpu:5.2f}% of one core over {args.idle_seconds:g} s "
+            f"(stat utime+stime {cpu_stat:5.2f}%), RSS {rss / 1024:.1f} MiB")
+        for pid in pids[:3]:  # spot check: still enabled
+            with ProcessCounters(pid, mount=daemon.mount) as counters:
+                generation, _ = counters.read()
+            if generation != 1:
+                raise RuntimeError(f"pid {pid}: generation {generation}, expected 1")
+        if daemon.process.poll() is not None:
+            raise RuntimeError(f"hwperfd died:\n{daemon.log.read_text()}")
+        return IdleResult(clock, args.procs, base_cpu, base_rss, cpu, cpu_stat, rss)
+    finally:
+        if write_end >= 0:
+            os.close(write_end)  # the children read EOF and exit
+        kill_idle(pids)
+        stop_server(daemon)
+
+
+# -- main ----------------------------------------------------------------------
+
+
+def summary(args, lat: list[Latency], idle: list[IdleResult]) -> str:
+    lines = [
+        f"hwperfd benchmark (python3 bench/run.py): {os.cpu_count()} CPUs, {platform.machine()}, "
+        f"Linux {platform.release()}, Python {platform.python_version()}",
+    ]
+    if lat:
+        lines.append(f"PIOCGETEVCTRS round trip from C, median of {args.rounds} rounds x {args.calls} calls "
+                     f"(target: hwperfd <= {TARGET_RATIO:g}x floor at placement {args.gate}):")
+        names = [s.name for s in lat[0].others]
+        lines.append(f"  {'placement':9s} {'floor, C libfuse':>17s}" + "".join(f"  {n:>25s}" for n in names))
+        for res in lat:
+            row = f"  {res.placement:9s} {res.figure(res.floor):14.1f} us"
+            for s in res.others:
+                cell = f"{res.figure(s):.1f} us {res.ratio(s):5.2f}x"
+                if s.gated:
+                    cell += f" {verdict(res.ratio(s))}"
+                row += f"  {cell:>25s}"
+            lines.append(row)
+        lines.append("  server CPU per call (us): " + "; ".join(
+            f"{res.placement}: " + ", ".join(f"{s.short} {med(s.cpu_per_call[res.placement]):.1f}"
+                                             for s in [res.floor, *res.others])
+            for res in lat))
+        lines.append("  (same: servers and client on CPU 0; split: client on CPU 1; free: scheduler's choice)")
+    for r in idle:
+        lines.append(f"idle load, {r.clock} clock: {r.procs} idle processes with counters enabled: "
+                     f"daemon CPU {r.cpu:.2f}% of one core, RSS {r.rss / 1024:.1f} MiB "
+                     f"(nothing enabled: {r.base_cpu:.2f}%, {r.base_rss / 1024:.1f} MiB)")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--calls", type=int, default=10000, help="timed ioctls per client run (default 10000)")
+    p.add_argument("--warmup", type=int, default=1000, help="untimed ioctls first (default 1000)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per target (default 5)")
+    p.add_argument("--placement", default="all",
+                   help=f"comma-separated subset of {','.join(PLACEMENTS)}, or all (the default)")
+    p.add_argument("--gate", choices=PLACEMENTS, default="same",
+                   help="placement whose ratios decide PASS/MISS and the exit status (default same)")
+    p.add_argument("--clocks", default="manual,real", help="hwperfd clocks to time (default manual,real)")
+    p.add_argument("--no-pyfuse3-floor", dest="pyfuse3_floor", action="store_false",
+                   help="skip the reference no-op pyfuse3 server")
+    p.add_argument("--cpus", type=int, default=2, help="hwperfd --cpus (default 2)")
+    p.add_argument("--procs", type=int, default=200, help="idle processes with counters enabled (default 200)")
+    p.add_argument("--idle-seconds", type=float, default=10, help="wall time of each CPU measurement (default 10)")
+    p.add_argument("--idle-clocks", default="real", help="daemon clocks for the idle part (default real)")
+    p.add_argument("--no-latency", action="store_true", help="skip part 1")
+    p.add_argument("--no-idle", action="store_true", help="skip part 2")
+    args = p.parse_args(argv)
+    args.placements = list(PLACEMENTS) if args.placement == "all" else args.placement.split(",")
+    args.clocks = [c for c in args.clocks.split(",") if c]
+    args.idle_clocks = [c for c in args.idle_clocks.split(",") if c]
+    for x in args.placements:
+        if x not in PLACEMENTS:
+            p.error(f"unknown placement {x!r}")
+    for x in args.clocks + args.idle_clocks:
+        if x not in ("manual", "real"):
+            p.error(f"unknown clock {x!r}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench/run.py must run as root (hwperfd mounts with allow_other)", file=sys.stderr)
+        return 2
+    for tool in (os.environ.get("CC", "cc"), "pkg-config", "fusermount3"):
+        if shutil.which(tool) is None:
+            print(f"bench/run.py needs {tool} (apt-get install gcc pkg-config libfuse3-dev fuse3)", file=sys.stderr)
+            return 2
+    # A SIGTERM must unwind through the clean-ups below, like Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    tmp = Path(tempfile.mkdtemp(prefix="hwperfd-bench-"))
+    os.chmod(tmp, 0o755)
+    lat: list[Latency] = []
+    idle: list[IdleResult] = []
+    try:
+        if not args.no_latency:
+            server_bin, client_bin = build(tmp)
+            lat = latency(args, tmp, server_bin, client_bin)
+        if not args.no_idle:
+            for clock in args.idle_clocks:
+                idle.append(idle_load(args, tmp, clock))
+    finally:
+        for child in tmp.iterdir():
+            if child.is_dir() and is_mounted(child):  # belt and braces
+                subprocess.run(["fusermount3", "-u", "-z", str(child)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+    log("\n----- summary (for the README) -----\n" + summary(args, lat, idle) + "\n------------------------------------")
+    gate = [res for res in lat if res.placement == args.gate]
+    return 0 if all(verdict(res.ratio(s)) == "PASS" for res in gate for s in res.others if s.gated) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
