@@ -8,6 +8,8 @@ told, so every count is predictable.
 
 from __future__ import annotations
 
+import time
+
 from hwperfd.host import processes
 
 CpuTimes = tuple[int, int]
@@ -61,12 +63,25 @@ class RealClock:
     def __init__(self, cpus: int) -> None:
         self._cpus = cpus
         self._final: dict[int, CpuTimes] = {}
+        self._ticks: dict[int, tuple[int, tuple[int, int]]] = {}  # pid -> (read at, (utime, stime))
 
     def process_times(self, pid: int) -> CpuTimes | None:
+        """Exact total now (one clock_gettime), split user/system in the ratio
+        stat gave at most a tick ago: stat only changes a tick at a time, so
+        reading it on every counter read would buy nothing."""
         final = self._final.get(pid)
         if final is not None:
             return final
-        times = processes.read_cpu_times(pid)
+        now = time.monotonic_ns()
+        cached = self._ticks.get(pid)
+        if cached is None or now - cached[0] >= processes.TICK_NS:
+            ticks = processes.read_cpu_ticks(pid)
+            if ticks is None:
+                return None
+            self._ticks[pid] = (now, ticks)
+        else:
+            ticks = cached[1]
+        times = processes.cpu_times_from_ticks(pid, *ticks)
         return None if times is None else (times.user_ns, times.system_ns)
 
     def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
@@ -82,3 +97,4 @@ class RealClock:
 
     def forget(self, pid: int) -> None:
         self._final.pop(pid, None)
+        self._ticks.pop(pid, None)

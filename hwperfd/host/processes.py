@@ -27,6 +27,8 @@ __all__ = [
     "ensure_proc",
     "exists",
     "list_pids",
+    "cpu_times_from_ticks",
+    "read_cpu_ticks",
     "read_cpu_times",
     "read_process",
     "read_system_cpu_times",
@@ -285,6 +287,25 @@ def _cpu_times(pid: int, utime: int, stime: int) -> CpuTimes:
         return CpuTimes(total, 0)
     system = total * stime // ticks
     return CpuTimes(total - system, system)
+
+
+def read_cpu_ticks(pid: int) -> tuple[int, int] | None:
+    """stat's (utime, stime) in clock ticks, or None if gone: the only place
+    Linux splits user from system time, and it moves a tick at a time."""
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
+        return int(st[_UTIME]), int(st[_STIME])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_times_from_ticks(pid: int, utime: int, stime: int) -> CpuTimes | None:
+    """The exact CPU time of ``pid`` now, split in the ratio of ticks read
+    earlier (``read_cpu_ticks``); None if gone.  One clock_gettime."""
+    try:
+        return _cpu_times(pid, utime, stime)
+    except OSError:
+        return None
 
 
 def read_cpu_times(pid: int, previous: CpuTimes | None = None) -> CpuTimes | None:
