@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ def preload_shim() -> Path:
 
         folder = Path(tempfile.mkdtemp(prefix="hwperfd-shim-"))
         os.chmod(folder, 0o755)
+        atexit.register(shutil.rmtree, folder, True)
         _SHIM.append(Path(shutil.copy(preload_library(), folder / "libhwperfd-preload.so")))
     return _SHIM[0]
 
