@@ -26,9 +26,11 @@ import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from types import TracebackType
 
-import trio
+from hwperfd.host.netlink import DEFAULT_RCVBUF as DEFAULT_RCVBUF  # re-exported
+from hwperfd.host.netlink import RECV_SIZE as _RECV_SIZE
+from hwperfd.host.netlink import SO_RCVBUFFORCE as SO_RCVBUFFORCE  # re-exported
+from hwperfd.host.netlink import NLMSGHDR, NetlinkSubscription, messages, open_socket
 
 __all__ = [
     "ExecEvent",
@@ -53,9 +55,7 @@ PROC_EVENT_FORK = 0x00000001
 PROC_EVENT_EXEC = 0x00000002
 PROC_EVENT_EXIT = 0x80000000
 
-SO_RCVBUFFORCE = getattr(_stdlib_socket, "SO_RCVBUFFORCE", 33)
-
-_NLMSGHDR = struct.Struct("=IHHII")
+_NLMSGHDR = NLMSGHDR
 _CN_MSG = struct.Struct("=IIIIHH")
 _EVENT_HEAD = struct.Struct("=IIQ")
 _FORK = struct.Struct("=iiii")
@@ -66,9 +66,6 @@ _ACK = struct.Struct("=I")
 
 _HDR_LEN = _NLMSGHDR.size + _CN_MSG.size  # 36: where proc_event starts
 _DATA_AT = _HDR_LEN + _EVENT_HEAD.size  # 52: where event_data starts
-
-DEFAULT_RCVBUF = 4 << 20
-_RECV_SIZE = 65536
 
 
 @dataclass(frozen=True)
@@ -145,12 +142,7 @@ def _parse(data: bytes, out: deque[ProcessEvent | tuple[str, int]]) -> None:
     event kinds nobody here needs (uid, gid, sid, comm, ptrace, coredump)
     are dropped.
     """
-    off = 0
-    end = len(data)
-    while off + _NLMSGHDR.size <= end:
-        length, kind, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
-        if length < _NLMSGHDR.size or off + length > end:
-            break  # truncated or corrupt: nothing more to trust
+    for off, length, kind, _seq in messages(data):
         msg_end = off + length
         if kind == NLMSG_OVERRUN:
             out.append(Overrun())
@@ -160,7 +152,6 @@ def _parse(data: bytes, out: deque[ProcessEvent | tuple[str, int]]) -> None:
             )
             if idx == CN_IDX_PROC and val == CN_VAL_PROC:
                 _parse_event(data, off, min(msg_end, off + _HDR_LEN + cn_len), out)
-        off += (length + 3) & ~3  # NLMSG_ALIGN
 
 
 def _parse_event(
@@ -187,22 +178,10 @@ def _parse_event(
 
 def _open_socket(rcvbuf: int) -> _stdlib_socket.socket:
     """A bound connector socket (not yet subscribed)."""
-    sock = _stdlib_socket.socket(
-        _stdlib_socket.AF_NETLINK, _stdlib_socket.SOCK_DGRAM, NETLINK_CONNECTOR
-    )
-    try:
-        sock.bind((0, CN_IDX_PROC))  # port id 0: the kernel picks a unique one
-        try:  # root may exceed net.core.rmem_max; others get what they can
-            sock.setsockopt(_stdlib_socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
-        except OSError:
-            sock.setsockopt(_stdlib_socket.SOL_SOCKET, _stdlib_socket.SO_RCVBUF, rcvbuf)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    return open_socket(NETLINK_CONNECTOR, CN_IDX_PROC, rcvbuf)
 
 
-class ProcessEvents:
+class ProcessEvents(NetlinkSubscription[ProcessEvent]):
     """Async context manager and async iterator of process events.
 
     ::
@@ -215,99 +194,37 @@ class ProcessEvents:
     callers interested in processes keep pid == tgid), and Overrun when the
     kernel had to drop events, after which the caller should rescan /proc.
     The iteration ends once the context is left.
+
+    ``drain_nowait()`` returns every event the kernel has already sent,
+    without waiting: it lets a caller catch up synchronously before it
+    answers a request that depends on them (a fork or exit may have raced
+    the request).
     """
 
-    def __init__(self, rcvbuf: int = DEFAULT_RCVBUF) -> None:
-        self._rcvbuf = rcvbuf
-        self._sock: trio.socket.SocketType | None = None
-        self._raw: _stdlib_socket.socket | None = None
-        self._pending: deque[ProcessEvent | tuple[str, int]] = deque()
-
-    async def __aenter__(self) -> ProcessEvents:
-        if self._sock is not None:
-            raise RuntimeError("ProcessEvents is already open")
+    def _subscribe(self) -> _stdlib_socket.socket:
         raw = _open_socket(self._rcvbuf)
         try:
             raw.sendto(_control_message(PROC_CN_MCAST_LISTEN), (0, 0))
         except BaseException:
             raw.close()
             raise
-        self._raw = raw
-        self._sock = trio.socket.from_stdlib_socket(raw)
-        await trio.lowlevel.checkpoint()
-        return self
+        return raw
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()  # no checkpoint: leaving must not raise Cancelled
-
-    def close(self) -> None:
-        """Unsubscribe (so the kernel stops building events if we were the
-        last listener) and close; idempotent."""
-        sock, self._sock = self._sock, None
-        raw, self._raw = self._raw, None
-        self._pending.clear()
-        if sock is None or raw is None:
-            return
+    def _unsubscribe(self, raw: _stdlib_socket.socket) -> None:
+        """So the kernel stops building events if we were the last listener."""
         try:
             raw.sendto(_control_message(PROC_CN_MCAST_IGNORE), (0, 0))
         except OSError:
             pass
-        finally:
-            sock.close()  # trio's close wakes a task blocked in recvfrom
 
-    def __aiter__(self) -> ProcessEvents:
-        return self
+    def _feed(self, data: bytes) -> None:
+        batch: deque[ProcessEvent | tuple[str, int]] = deque()
+        _parse(data, batch)
+        # acknowledgements (tuples) only matter to available()
+        self._pending.extend(ev for ev in batch if not isinstance(ev, tuple))
 
-    def drain_nowait(self) -> list[ProcessEvent]:
-        """Every event the kernel has already sent, without waiting.
-
-        Lets a caller catch up synchronously before it answers a request
-        that depends on them (a fork or exit may have raced the request).
-        """
-        raw = self._raw
-        if raw is not None:
-            while True:
-                try:
-                    data, (sender, _groups) = raw.recvfrom(_RECV_SIZE, _stdlib_socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    break
-                except OSError as e:
-                    if e.errno == errno.ENOBUFS:
-                        self._pending.append(Overrun())
-                        continue
-                    break
-                if sender == 0:
-                    _parse(data, self._pending)
-        events = [ev for ev in self._pending if not isinstance(ev, tuple)]
-        self._pending.clear()
-        return events
-
-    async def __anext__(self) -> ProcessEvent:
-        while True:
-            while self._pending:
-                ev = self._pending.popleft()
-                if not isinstance(ev, tuple):
-                    return ev
-            sock = self._sock
-            if sock is None:
-                raise StopAsyncIteration
-            try:
-                data, (sender, _groups) = await sock.recvfrom(_RECV_SIZE)
-            except trio.ClosedResourceError:
-                raise StopAsyncIteration from None
-            except OSError as e:
-                if e.errno == errno.ENOBUFS:
-                    return Overrun()
-                if self._sock is None:  # closed while we waited
-                    raise StopAsyncIteration from None
-                raise
-            if sender == 0:  # only the kernel speaks for the connector
-                _parse(data, self._pending)
+    def _overrun(self) -> None:
+        self._pending.append(Overrun())
 
 
 def available(timeout: float = 1.0) -> bool:

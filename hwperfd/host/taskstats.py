@@ -74,10 +74,12 @@ import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from types import TracebackType
 from typing import Callable, Iterable
 
-import trio
+from hwperfd.host.netlink import DEFAULT_RCVBUF as DEFAULT_RCVBUF  # re-exported
+from hwperfd.host.netlink import RECV_SIZE as _RECV_SIZE
+from hwperfd.host.netlink import SO_RCVBUFFORCE as SO_RCVBUFFORCE  # re-exported
+from hwperfd.host.netlink import NLMSGHDR, NetlinkSubscription, messages, open_socket
 
 __all__ = [
     "ExitAccounting",
@@ -117,9 +119,7 @@ AGROUP = 0x20  # linux/acct.h: this exit ended the thread group (version >= 12)
 
 NLA_TYPE_MASK = 0x3FFF  # without NLA_F_NESTED and NLA_F_NET_BYTEORDER
 
-SO_RCVBUFFORCE = getattr(_stdlib_socket, "SO_RCVBUFFORCE", 33)
-
-_NLMSGHDR = struct.Struct("=IHHII")
+_NLMSGHDR = NLMSGHDR
 _GENLHDR = struct.Struct("=BBH")
 _NLATTR = struct.Struct("=HH")
 _U32 = struct.Struct("=I")
@@ -144,8 +144,6 @@ TS_MIN_SIZE = TS_AC_STIME + 8  # enough for every field read unconditionally
 
 _HDR_LEN = _NLMSGHDR.size + _GENLHDR.size  # 20: where the attributes start
 
-DEFAULT_RCVBUF = 4 << 20
-_RECV_SIZE = 65536
 _ACK_TIMEOUT = 1.0
 
 
@@ -311,12 +309,7 @@ def _parse(data: bytes, family: int, out: deque) -> None:
     error is 0 or a negative errno (NLMSG_ERROR), or ``("family", seq, id)``
     for a CTRL_CMD_GETFAMILY answer.
     """
-    off = 0
-    total = len(data)
-    while off + _NLMSGHDR.size <= total:
-        length, kind, _flags, seq, _pid = _NLMSGHDR.unpack_from(data, off)
-        if length < _NLMSGHDR.size or off + length > total:
-            break  # truncated or corrupt: nothing more to trust
+    for off, length, kind, seq in messages(data):
         end = off + length
         if kind == NLMSG_OVERRUN:
             out.append(Overrun())
@@ -334,7 +327,6 @@ def _parse(data: bytes, family: int, out: deque) -> None:
             cmd = data[off + _NLMSGHDR.size]
             if cmd == TASKSTATS_CMD_NEW:
                 _parse_exit(data, off + _HDR_LEN, end, out)
-        off += (length + 3) & ~3  # NLMSG_ALIGN
 
 
 # --------------------------------------------------------------------------
@@ -343,19 +335,7 @@ def _parse(data: bytes, family: int, out: deque) -> None:
 
 def _open_socket(rcvbuf: int) -> _stdlib_socket.socket:
     """A bound generic netlink socket."""
-    sock = _stdlib_socket.socket(
-        _stdlib_socket.AF_NETLINK, _stdlib_socket.SOCK_DGRAM, NETLINK_GENERIC
-    )
-    try:
-        sock.bind((0, 0))  # port id 0: the kernel picks a unique one
-        try:  # root may exceed net.core.rmem_max; others get what they can
-            sock.setsockopt(_stdlib_socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
-        except OSError:
-            sock.setsockopt(_stdlib_socket.SOL_SOCKET, _stdlib_socket.SO_RCVBUF, rcvbuf)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    return open_socket(NETLINK_GENERIC, 0, rcvbuf)
 
 
 def _await_answer(
@@ -507,7 +487,7 @@ class _GroupTotals:
         return len(self._sums)
 
 
-class ExitAccounting:
+class ExitAccounting(NetlinkSubscription[ExitRecord]):
     """Async context manager and async iterator of tasks' exit accounting.
 
     ::
@@ -523,16 +503,18 @@ class ExitAccounting:
     The iteration ends once the context is left.  Entering raises OSError when the kernel
     refuses (EPERM without CAP_NET_ADMIN, EINVAL outside the initial
     namespaces, ENOENT without CONFIG_TASKSTATS).
+
+    ``drain_nowait()`` returns every record the kernel has already sent,
+    without waiting: it lets a caller catch up synchronously, e.g. right
+    after it learnt that a process was reaped: its records were queued
+    before that.
     """
 
     def __init__(self, rcvbuf: int = DEFAULT_RCVBUF) -> None:
-        self._rcvbuf = rcvbuf
-        self._sock: trio.socket.SocketType | None = None
-        self._raw: _stdlib_socket.socket | None = None
+        super().__init__(rcvbuf)
         self._family = 0
         self._mask = ""
         self._seq = 0
-        self._pending: deque[ExitRecord] = deque()
         self._totals = _GroupTotals()
         self.overruns = 0  # how many times records were lost
 
@@ -545,51 +527,30 @@ class ExitAccounting:
         self._seq = (self._seq + 1) & 0xFFFFFFFF or 1
         return self._seq
 
-    async def __aenter__(self) -> ExitAccounting:
-        if self._raw is not None:
-            raise RuntimeError("ExitAccounting is already open")
-        self._raw, self._family, self._mask, early = _register(self._rcvbuf, self._next_seq)
+    def _subscribe(self) -> _stdlib_socket.socket:
+        raw, self._family, self._mask, early = _register(self._rcvbuf, self._next_seq)
         self._pending.clear()
         self._totals = _GroupTotals()  # what it knew predates a gap
         self._take(early)
-        self._sock = trio.socket.from_stdlib_socket(self._raw)
-        await trio.lowlevel.checkpoint()
-        return self
+        return raw
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()  # no checkpoint: leaving must not raise Cancelled
-
-    def close(self) -> None:
-        """Deregister (the kernel would otherwise keep our listener until its
-        next failed send) and close; idempotent."""
-        sock, self._sock = self._sock, None
-        raw, self._raw = self._raw, None
-        self._pending.clear()
-        if sock is None or raw is None:
-            return
+    def _unsubscribe(self, raw: _stdlib_socket.socket) -> None:
+        """Deregister: the kernel would otherwise keep our listener until its
+        next failed send."""
         try:
             _deregister(raw, self._family, self._mask, self._next_seq())
         finally:
             self._family = 0
-            sock.close()  # trio's close wakes a task blocked in recvfrom
-
-    def __aiter__(self) -> ExitAccounting:
-        return self
 
     def _take(self, records: Iterable[ExitRecord | tuple]) -> None:
         for item in records:
             if isinstance(item, TaskExit):
                 self._pending.append(self._totals.apply(item))
             elif isinstance(item, Overrun):
-                self._lost()
+                self._overrun()
             # tuples: late answers to our own requests
 
-    def _lost(self) -> None:
+    def _overrun(self) -> None:
         self.overruns += 1
         self._totals.lost()
         self._pending.append(Overrun())
@@ -598,53 +559,6 @@ class ExitAccounting:
         batch: deque = deque()
         _parse(data, self._family, batch)
         self._take(batch)
-
-    def drain_nowait(self) -> list[ExitRecord]:
-        """Every record the kernel has already sent, without waiting.
-
-        Lets a caller catch up synchronously, e.g. right after it learnt
-        that a process was reaped: its records were queued before that.
-        """
-        raw = self._raw
-        if raw is not None:
-            while True:
-                try:
-                    data, (sender, _groups) = raw.recvfrom(
-                        _RECV_SIZE, _stdlib_socket.MSG_DONTWAIT
-                    )
-                except BlockingIOError:
-                    break
-                except OSError as e:
-                    if e.errno == errno.ENOBUFS:
-                        self._lost()
-                        continue
-                    break
-                if sender == 0:
-                    self._feed(data)
-        records = list(self._pending)
-        self._pending.clear()
-        return records
-
-    async def __anext__(self) -> ExitRecord:
-        while True:
-            if self._pending:
-                return self._pending.popleft()
-            sock = self._sock
-            if sock is None:
-                raise StopAsyncIteration
-            try:
-                data, (sender, _groups) = await sock.recvfrom(_RECV_SIZE)
-            except trio.ClosedResourceError:
-                raise StopAsyncIteration from None
-            except OSError as e:
-                if e.errno == errno.ENOBUFS:
-                    self._lost()
-                    continue
-                if self._sock is None:  # closed while we waited
-                    raise StopAsyncIteration from None
-                raise
-            if sender == 0:  # only the kernel speaks for taskstats
-                self._feed(data)
 
 
 def available() -> bool:
