@@ -9,6 +9,7 @@ told, so every count is predictable.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 
 from hwperfd.host import processes
 
@@ -60,18 +61,20 @@ class RealClock:
 
     name = "real"
 
+    FINALS_KEPT = 4096  # exit records of processes nobody has asked about yet
+
     def __init__(self, cpus: int) -> None:
         self._cpus = cpus
-        self._final: dict[int, CpuTimes] = {}
+        self._final: OrderedDict[int, CpuTimes] = OrderedDict()
         self._ticks: dict[int, tuple[int, tuple[int, int]]] = {}  # pid -> (read at, (utime, stime))
 
     def process_times(self, pid: int) -> CpuTimes | None:
         """Exact total now (one clock_gettime), split user/system in the ratio
         stat gave at most a tick ago: stat only changes a tick at a time, so
-        reading it on every counter read would buy nothing."""
-        final = self._final.get(pid)
-        if final is not None:
-            return final
+        reading it on every counter read would buy nothing.  Once a process
+        has exited, the kernel's exit accounting is its last word."""
+        if pid in self._final:
+            return self._exited_times(pid)
         now = time.monotonic_ns()
         cached = self._ticks.get(pid)
         if cached is None or now - cached[0] >= processes.TICK_NS:
@@ -84,10 +87,24 @@ class RealClock:
         times = processes.cpu_times_from_ticks(pid, *ticks)
         return None if times is None else (times.user_ns, times.system_ns)
 
+    def _exited_times(self, pid: int) -> CpuTimes | None:
+        final = self._final[pid]
+        info = processes.read_process(pid)
+        if info is None or info.zombie:
+            return final
+        # A live process under that pid is a new one: the record was its predecessor's.
+        del self._final[pid]
+        return self.process_times(pid)
+
     def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
         """The kernel's exit accounting for ``pid``: its last word on CPU
-        time, which outlives the /proc entry a parent may reap at once."""
+        time, which outlives the /proc entry a parent may reap at once.
+        Kept for every exit, as it may arrive before the fork that makes the
+        process interesting is applied."""
         self._final[pid] = (user_ns, system_ns)
+        self._final.move_to_end(pid)
+        while len(self._final) > self.FINALS_KEPT:
+            self._final.popitem(last=False)
 
     def cpu_times(self, cpu: int) -> CpuTimes:
         host = processes.read_system_cpu_times()

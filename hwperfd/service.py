@@ -152,67 +152,78 @@ class Daemon:
                 self.clock.forget(child)
 
     async def _follow_processes(self) -> None:
-        """Fork and exit, as the kernel's process-events connector reports
-        them, with each exiting process's final CPU time from taskstats."""
+        """Forks from the kernel's process-events connector; exits from
+        taskstats, which also gives each exiting process's final CPU time."""
         if not procevents.available():
             log.info("process events connector unavailable: no fork/exit inheritance")
             return
         async with contextlib.AsyncExitStack() as stack:
-            if isinstance(self.clock, RealClock) and taskstats.available():
+            if taskstats.available():
                 self.accounting = await stack.enter_async_context(taskstats.ExitAccounting())
             else:
                 log.info("taskstats unavailable: a child reaped at once may lose its last CPU time")
             self.events = await stack.enter_async_context(procevents.ProcessEvents())
             try:
                 async for event in self.events:
-                    self._take_accounting()
-                    self._apply(event)
+                    self._catch_up_events(event)
             finally:
                 self.events = self.accounting = None
 
-    def _take_accounting(self) -> None:
-        # Exit accounting is queued before the exit event it explains.
-        if self.accounting is None:
-            return
-        tracked = set(self.kernel.tracked())
-        for record in self.accounting.drain_nowait():
-            if isinstance(record, taskstats.TaskExit) and record.whole_group and record.pid in tracked:
-                self.clock.exited(record.pid, record.user_ns, record.system_ns)
+    def _catch_up_events(self, first: procevents.ProcessEvent | None = None) -> None:
+        """Apply what the kernel has reported, in an order that keeps counts:
+        forks first (a child must be tracked before its exit is applied), then
+        exits, then fold zombies reaped since - a parent that has just returned
+        from wait(2) must see its child's counts.
 
-    def _catch_up_events(self) -> None:
-        """Apply queued forks and exits, and fold zombies reaped since: a
-        parent that has just returned from wait(2) must see its child's counts."""
+        Exits come from taskstats when it is there: the kernel queues them
+        before the parent can be woken, while the connector's exit event comes
+        after it (do_exit: taskstats_exit, exit_notify, proc_exit_connector).
+        """
         if self.events is not None:
-            self._take_accounting()
-            for event in self.events.drain_nowait():
-                self._apply(event)
+            exits = self._take_accounting()
+            events = ([first] if first is not None else []) + self.events.drain_nowait()
+            for event in events:
+                if isinstance(event, procevents.ForkEvent) and event.child_pid == event.child_tgid:
+                    self.kernel.fork(event.parent_tgid, event.child_tgid)
+                    self._note_comm(event.child_tgid)
+                elif isinstance(event, procevents.ExecEvent) and event.pid == event.tgid:
+                    self._note_comm(event.pid)
+            for record in exits:
+                self._exited(record.pid, record.ppid, record.comm)
+            for event in events:
+                if isinstance(event, procevents.ExitEvent) and event.pid == event.tgid:
+                    self._exited(event.pid, event.parent_tgid, "")
         for pid in self.kernel.exited():
             if not os.path.exists(f"/proc/{pid}"):
                 self._reaped(pid)
 
-    def _apply(self, event) -> None:
-        if isinstance(event, procevents.ForkEvent):
-            if event.child_pid == event.child_tgid:  # a process, not a thread
-                self.kernel.fork(event.parent_tgid, event.child_tgid)
-                self._note_comm(event.child_tgid)
-        elif isinstance(event, procevents.ExecEvent):
-            if event.pid == event.tgid:
-                self._note_comm(event.pid)
-        elif isinstance(event, procevents.ExitEvent):
-            if event.pid != event.tgid or event.pid not in self.kernel.tracked():
-                return
-            # Its counts must include the children it has already reaped.
-            self._fold_reaped_children(event.pid)
-            info = processes.read_process(event.pid)
-            if info is None:
-                # Reaped before we heard: its parent waited for it.
-                self.kernel.exit(event.pid, event.parent_tgid, True, self.kernel.comm_of(event.pid))
-                self._reaped(event.pid)
-                return
-            waiting = processes.waiting_for_child(info.ppid)
-            self.kernel.exit(event.pid, info.ppid, waiting, info.comm)
-            if self._exits_seen is not None:
-                self._exits_seen.set()
+    def _take_accounting(self) -> list[taskstats.TaskExit]:
+        """Exit records: every process's final CPU time goes to the clock (the
+        fork that makes it interesting may not be applied yet)."""
+        if self.accounting is None:
+            return []
+        exits = []
+        for record in self.accounting.drain_nowait():
+            if isinstance(record, taskstats.TaskExit) and record.whole_group:
+                self.clock.exited(record.pid, record.user_ns, record.system_ns)
+                exits.append(record)
+        return exits
+
+    def _exited(self, pid: int, parent_hint: int, comm_hint: str) -> None:
+        if pid not in self.kernel.tracked() or self.kernel.has_exited(pid):
+            return
+        # Its counts must include the children it has already reaped.
+        self._fold_reaped_children(pid)
+        info = processes.read_process(pid)
+        if info is None:
+            # Reaped before we heard: its parent waited for it.
+            self.kernel.exit(pid, parent_hint, True, self.kernel.comm_of(pid) or comm_hint)
+            self._reaped(pid)
+            return
+        self.kernel.exit(pid, info.ppid, processes.waiting_for_child(info.ppid), info.comm)
+        if self._exits_seen is not None:
+            self._exits_seen.set()
+
 
 def serve(args, mount: str) -> int:
     """Mount, serve until SIGTERM/SIGINT, unmount."""

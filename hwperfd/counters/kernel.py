@@ -318,6 +318,10 @@ class CounterKernel:
         record = self._procs.get(pid)
         return list(record.descendants) if record else []
 
+    def has_exited(self, pid: int) -> bool:
+        record = self._procs.get(pid)
+        return record is not None and record.exited
+
     def comm_of(self, pid: int) -> str:
         record = self._procs.get(pid)
         return record.comm if record else ""

@@ -47,3 +47,22 @@ def test_r10k_example_counts_real_work(real_mount, examples):
     out = dict(line.split(": ") for line in result.stdout.splitlines())
     assert int(out["data cache misses"]) > 0
     assert int(out["instruction cache misses"]) > 0
+
+
+def test_pipeline_totals_are_the_sum_of_every_process(real_mount, shared_tmp):
+    """The connector's exit event comes after the parent may have reaped the
+    child (do_exit: exit_notify, then proc_exit_connector); exits are taken
+    from taskstats, queued before, so no child's counts go missing."""
+    for _ in range(5):
+        result = subprocess.run(
+            [sys.executable, "-m", "hwperfd.perfex", "--json", "-mp", "-e", "0", "-o", str(shared_tmp / "mp.json"),
+             "sh", "-c", f"seq 200000 | sort -n | {sys.executable} -c '{BURN}'"],
+            capture_output=True, text=True, env=real_mount.env(), timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        report = json.loads((shared_tmp / "mp.json").read_text())
+        total = next(e["count"] for e in report["events"] if e["event"] == 0)
+        per_process = {p["comm"]: p["counts"]["0"] for p in report["processes"]}
+        assert {"seq", "sort", "python3", "sh"} <= set(per_process)
+        assert total == sum(per_process.values())
+        assert per_process["python3"] >= 0.25 * MHZ * 1e6
