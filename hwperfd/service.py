@@ -98,7 +98,7 @@ class Daemon:
         while True:
             await trio.sleep(REAP_INTERVAL)
             self._catch_up_events()
-            for pid in self.kernel.tracked():
+            for pid in self.kernel.known():
                 if not processes.exists(pid):
                     self._gone(pid)
 
@@ -128,6 +128,8 @@ class Daemon:
         self._catch_up_events()
         if pid in self.kernel.tracked():
             self._reaped(pid)
+        else:
+            self.kernel.forget(pid)  # a profile set on a process that never counted
 
     def _reaped(self, pid: int) -> None:
         # Children it reaped before it went are its to fold first.

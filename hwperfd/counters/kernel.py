@@ -339,6 +339,10 @@ class CounterKernel:
     def exited(self) -> list[int]:
         return [pid for pid, r in self._procs.items() if r.exited]
 
+    def known(self) -> list[int]:
+        """Every pid the kernel keeps anything for (counters or a profile)."""
+        return list(set(self.tracked()) | set(self._profiles))
+
     def tracked(self) -> list[int]:
         """Pids with counter state, the owner of /proc system mode included."""
         pids = list(self._procs)

@@ -236,6 +236,8 @@ class ProcFs(pyfuse3.Operations):
                 self._on_time_moved(-1)
         elif verb == "profile" and len(args) >= 2:
             pid = commands.integer(args[0], "pid")
+            if processes.read_process(pid) is None:
+                raise commands.CommandError(f"no process {pid}")
             self.kernel.set_profile(pid, WorkloadProfile.parse(" ".join(args[1:])))
         elif verb == "default-profile" and args:
             self.kernel.default_profile = WorkloadProfile.parse(" ".join(args))

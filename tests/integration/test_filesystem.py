@@ -93,7 +93,8 @@ def test_control_node_is_root_only(manual_mount):
 
 def test_bad_control_commands_are_einval_and_change_nothing(manual_mount):
     before = (manual_mount.path / "control").read_text()
-    for command in ("advance", "advance 1 -5", "advance abc 1ms", "warp 9", "advance-cpu 99 1ms", "profile 1 nosuch"):
+    for command in ("advance", "advance 1 -5", "advance abc 1ms", "warp 9", "advance-cpu 99 1ms", "profile 1 nosuch",
+                    "profile 99999999 balanced"):
         with pytest.raises(OSError) as info:
             manual_mount.control(command)
         assert info.value.errno == errno.EINVAL
