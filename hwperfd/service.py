@@ -126,7 +126,7 @@ class Daemon:
         # Its exit event may still be queued: apply it first, or the reaper
         # would free the counts before they reach the parent.
         self._catch_up_events()
-        if pid in self.kernel.tracked():
+        if self.kernel.is_tracked(pid):
             self._reaped(pid)
         else:
             self.kernel.forget(pid)  # a profile set on a process that never counted
@@ -141,7 +141,7 @@ class Daemon:
 
     def _note_comm(self, pid: int) -> None:
         # Names are read while the process lives: it may be reaped before its exit is heard.
-        if pid in self.kernel.tracked():
+        if self.kernel.is_tracked(pid):
             info = processes.read_process(pid)
             if info is not None:
                 self.kernel.note_comm(pid, info.comm)
@@ -212,7 +212,7 @@ class Daemon:
         return exits
 
     def _exited(self, pid: int, parent_hint: int, comm_hint: str) -> None:
-        if pid not in self.kernel.tracked() or self.kernel.has_exited(pid):
+        if not self.kernel.is_tracked(pid) or self.kernel.has_exited(pid):
             return
         # Its counts must include the children it has already reaped.
         self._fold_reaped_children(pid)

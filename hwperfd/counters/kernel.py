@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from hwperfd.counters.block import ControlBlock
-from hwperfd.counters.errors import CountersBusy, InvalidRequest, NotInUse, NotPermitted, NoSuchProcess
+from hwperfd.counters.errors import CounterError, CountersBusy, InvalidRequest, NotInUse, NotPermitted, NoSuchProcess
 from hwperfd.counters.request import CounterRequest
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
@@ -72,11 +72,12 @@ class _ProcessRecord:
     parent: int = 0
     comm: str = ""
     folded: bool = False  # counts already added to the parent
-    from_children: list[int] = field(default_factory=lambda: [0] * 32)
     descendants: list[tuple[int, str, tuple[int, ...]]] = field(default_factory=list)
 
     def own_counts(self) -> tuple[int, ...]:
-        return tuple(c - f for c, f in zip(self.block.counts, self.from_children))
+        """Counts less everything folded in from descendants (each listed with its own)."""
+        folded = [sum(column) for column in zip(*(counts for _, _, counts in self.descendants))] or [0] * 32
+        return tuple(c - f for c, f in zip(self.block.counts, folded))
 
 
 @dataclass
@@ -123,6 +124,7 @@ class CounterKernel:
         self._is_running = is_running
         self._signal = signal
         self._procs: dict[int, _ProcessRecord] = {}
+        self._exited: set[int] = set()  # zombies, looked at before every request
         self._profiles: dict[int, WorkloadProfile] = {}
         self._system: _SystemRecord | None = None
         self._system_generation = 0
@@ -170,7 +172,7 @@ class CounterKernel:
             return self.system_control()
         record = self._procs.get(target.pid)
         if record is None or record.state is not State.ENABLED:
-            raise NotInUse(f"pid {target.pid} is not using the counters")
+            raise self._not_in_use(target.pid)
         return record.generation, record.block.request
 
     def set_control(self, caller: Caller, target: Task, request: CounterRequest) -> int:
@@ -181,7 +183,7 @@ class CounterKernel:
             return self.set_system_control(caller, request)
         record = self._procs.get(target.pid)
         if record is None or record.state is not State.ENABLED:
-            raise NotInUse(f"pid {target.pid} is not using the counters")
+            raise self._not_in_use(target.pid)
         if request.kernel_mode:
             raise InvalidRequest("kernel mode needs system mode: release and acquire with PIOCENEVCTRS")
         self._catch_up(record)
@@ -197,7 +199,7 @@ class CounterKernel:
             return
         record = self._procs.get(target.pid)
         if record is None or record.state is State.RELEASED:
-            raise NotInUse(f"pid {target.pid} is not using the counters")
+            raise self._not_in_use(target.pid)
         self._catch_up(record)
         record.state = State.RELEASED
 
@@ -279,6 +281,7 @@ class CounterKernel:
             return
         self._catch_up(record)
         record.exited, record.parent = True, parent_pid
+        self._exited.add(pid)
         record.comm = comm or record.comm
         parent = self._procs.get(parent_pid)
         if parent_waiting or (parent is not None and pid in parent.save_children):
@@ -303,11 +306,11 @@ class CounterKernel:
             self._release_system()
         self._procs.pop(pid, None)
         self._profiles.pop(pid, None)
+        self._exited.discard(pid)
 
     def _fold(self, child: _ProcessRecord) -> None:
         parent = self._parent_record(child.parent)
         parent.block.add(child.block)
-        parent.from_children = [a + b for a, b in zip(parent.from_children, child.block.counts)]
         parent.descendants.append((child.pid, child.comm, child.own_counts()))
         parent.descendants.extend(child.descendants)
         parent.save_children.discard(child.pid)
@@ -337,7 +340,10 @@ class CounterKernel:
         return record.parent if record else 0
 
     def exited(self) -> list[int]:
-        return [pid for pid, r in self._procs.items() if r.exited]
+        return list(self._exited)
+
+    def is_tracked(self, pid: int) -> bool:
+        return pid in self._procs or self._owns_system(pid)
 
     def known(self) -> list[int]:
         """Every pid the kernel keeps anything for (counters or a profile)."""
@@ -497,8 +503,15 @@ class CounterKernel:
     def _record(self, pid: int) -> _ProcessRecord:
         record = self._procs.get(pid)
         if record is None:
-            raise NotInUse(f"pid {pid} has never used the counters")
+            raise self._not_in_use(pid)
         return record
+
+    def _not_in_use(self, pid: int) -> CounterError:
+        """EINVAL for a live process without counters; ESRCH for one that is
+        gone (root's calls never look the target up before this)."""
+        if self.time.process_times(pid) is None:
+            return NoSuchProcess(f"pid {pid} is gone")
+        return NotInUse(f"pid {pid} is not using the counters")
 
     def _parent_record(self, pid: int) -> _ProcessRecord:
         record = self._procs.get(pid)

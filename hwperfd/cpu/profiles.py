@@ -9,6 +9,7 @@ workload) can predict every count.  Rates are keyed by event *kind* (see
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from types import MappingProxyType
@@ -105,6 +106,21 @@ PROFILE_RATES: Mapping[str, Mapping[str, Fraction]] = MappingProxyType(
 DEFAULT_PROFILE = "balanced"
 
 
+MAX_RATE = 64  # events per cycle: far above any real R10000/R12000 event
+_PLAIN_NUMBER = re.compile(r"\d{1,12}(\.\d{1,12})?(/\d{1,12})?")
+
+
+def _bounded_fraction(kind: str, value: Fraction | str | int) -> Fraction:
+    """A rate from a user: plain digits only (``1e999999`` would make the
+    daemon build a huge integer), between 0 and MAX_RATE."""
+    if isinstance(value, str) and not _PLAIN_NUMBER.fullmatch(value):
+        raise ValueError(f"{kind}: rate must look like 0.8 or 1/20, got {value[:40]!r}")
+    value = Fraction(value)
+    if not 0 <= value <= MAX_RATE:
+        raise ValueError(f"{kind}: rate must be between 0 and {MAX_RATE}")
+    return value
+
+
 @dataclass(frozen=True)
 class WorkloadProfile:
     """Rates of a workload, plus the share of system time spent at exception level.
@@ -130,9 +146,7 @@ class WorkloadProfile:
         rates = dict(self.rates)
         exl_share = self.exl_share
         for kind, value in overrides.items():
-            value = Fraction(value)
-            if value < 0:
-                raise ValueError(f"{kind}: rate must not be negative")
+            value = _bounded_fraction(kind, value)
             if kind == "exl_share":
                 if value > 1:
                     raise ValueError("exl_share must be between 0 and 1")

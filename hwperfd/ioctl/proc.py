@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Callable
 
-from hwperfd.counters.errors import CounterError, NoSuchProcess, NotInUse
+from hwperfd.counters.errors import CounterError, NoSuchProcess
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
 from hwperfd.ioctl import marshal
@@ -37,12 +37,6 @@ class ProcIoctls:
             raise UnknownCommand(call.cmd)
         try:
             return handler(Target(pid), call)
-        except NotInUse as exc:
-            # Root's calls never look the target up, so a file whose process
-            # is gone (and reaped) would say "not in use": it is ESRCH.
-            if processes.read_process(pid) is None:
-                exc = NoSuchProcess(f"pid {pid} is gone")
-            raise to_oserror(exc) from None
         except CounterError as exc:
             raise to_oserror(exc) from None
 

@@ -94,8 +94,37 @@ def test_control_node_is_root_only(manual_mount):
 def test_bad_control_commands_are_einval_and_change_nothing(manual_mount):
     before = (manual_mount.path / "control").read_text()
     for command in ("advance", "advance 1 -5", "advance abc 1ms", "warp 9", "advance-cpu 99 1ms", "profile 1 nosuch",
-                    "profile 99999999 balanced"):
+                    "profile 99999999 balanced", f"advance {os.getpid()} 1e999999999",
+                    f"profile {os.getpid()} balanced cycles=1e999999999"):
         with pytest.raises(OSError) as info:
             manual_mount.control(command)
         assert info.value.errno == errno.EINVAL
     assert (manual_mount.path / "control").read_text() == before
+
+
+def test_huge_or_odd_profile_rates_are_einval_and_change_nothing(manual_mount):
+    from hwperfd.client import ProcessCounters
+
+    with ProcessCounters(mount=manual_mount.path) as pc:
+        before = pc.summary().splitlines()[1]
+        for text in ("balanced cycles=1e999999999", "balanced cycles=65", "balanced cycles=-1", "nosuch"):
+            with pytest.raises(OSError) as info:
+                pc.set_profile(text)
+            assert info.value.errno == errno.EINVAL
+        assert pc.summary().splitlines()[1] == before
+
+
+def test_reaped_process_file_answers_esrch_even_to_root(manual_mount):
+    from hwperfd.client import ProcessCounters
+
+    child = subprocess.Popen(["sleep", "30"])
+    pc = ProcessCounters(child.pid, mount=manual_mount.path)
+    try:
+        child.kill()
+        child.wait()
+        for call in (pc.read, pc.control, pc.release):
+            with pytest.raises(OSError) as info:
+                call()
+            assert info.value.errno == errno.ESRCH
+    finally:
+        pc.close()
