@@ -484,9 +484,11 @@ class CounterKernel:
             for block in system.per_cpu:
                 total.add(block)
             seen = self.time.process_times(system.owner) or (0, 0)
-            self._procs[system.owner] = _ProcessRecord(
-                system.owner, total, system.generation, State.RELEASED, seen, 0
-            )
+            # A generation names one set of counts: the owner's earlier
+            # user-mode generations are not reused for the coalesced ones.
+            previous = self._procs.get(system.owner)
+            generation = max(system.generation, previous.generation + 1) if previous else system.generation
+            self._procs[system.owner] = _ProcessRecord(system.owner, total, generation, State.RELEASED, seen, 0)
         self._system = None
 
     def _require_system(self) -> _SystemRecord:

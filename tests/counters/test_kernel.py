@@ -192,3 +192,21 @@ def test_system_counts_stay_readable_by_their_owner_after_release(kernel, ledger
     generation, counts = kernel.read(me(root), root)
     assert generation == gen
     assert counts[0] == 20 * 200_000 * 9 // 10
+
+
+def test_owner_generation_never_repeats_after_system_release(kernel, ledger):
+    """Same generation must mean same counts: the coalesced system counts may
+    not come back under a number the owner's user-mode counts already used."""
+    root = Proc(1, uid=0)
+    ledger.run(1, 0)
+    kernel.enable(me(root), root, user(0))
+    for event in (1, 2, 3):
+        kernel.set_control(me(root), root, user(event))
+    ledger.run(1, MS)
+    before, counts = kernel.read(me(root), root)
+    assert counts[0] > 0
+    kernel.enable(me(root), root, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)}))
+    kernel.release(me(root), root)
+    after, _ = kernel.read(me(root), root)
+    assert after > before
+    assert kernel.enable(me(root), root, user(0)) > after
