@@ -41,8 +41,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--clock", choices=("real", "manual"), default="real",
         help="real: host CPU time drives the counters; manual: time moves only when written to <mount>/control",
     )  # fmt: skip
+    parser.add_argument(
+        "--linger", type=int, default=100, metavar="USEC",
+        help="after an ioctl, wait up to USEC on the FUSE device to answer the next one at once (0: off; default 100)",
+    )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="log every request")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not 0 <= args.linger <= 100_000:
+        parser.error("--linger must be 0..100000 microseconds")
+    return args
 
 
 def mounted_at(path: str) -> str | None:

@@ -31,6 +31,7 @@ log = logging.getLogger("hwperfd")
 REAP_INTERVAL = 1.0
 ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
+LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
 
 
 class Daemon:
@@ -231,6 +232,7 @@ def serve(args, mount: str) -> int:
     """Mount, serve until SIGTERM/SIGINT, unmount."""
     daemon = Daemon(args, mount)
     bridge.install(daemon.fs.ioctl)
+    bridge.linger(args.linger * 1000, LINGER_BUDGET_NS if args.linger else 0)
     options = set(pyfuse3.default_options)
     options |= {"fsname=hwperfd", "subtype=hwperfd", "allow_other", "default_permissions", "auto_unmount"}
     if args.debug:

@@ -76,7 +76,7 @@ class ControlBlock:
             for slot, ns in self._shares(counter, slots, total):
                 threshold = self.request.thresholds[slot]
                 reload = OVERFLOW_BIT - threshold if threshold else 0
-                hw.load(CounterRequest.control(self.request.specs[slot]), self._saved[slot], reload)
+                hw.load(self.request.controls[slot], self._saved[slot], reload)
                 burst = cpu.run(counter, ns, weights, profile)
                 self._saved[slot] = hw.save()
                 self.counts[slot] += burst.events

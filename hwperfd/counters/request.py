@@ -45,8 +45,19 @@ class CounterRequest:
         return tuple(i for i, spec in enumerate(self.specs) if spec & 0xF)
 
     def on_counter(self, counter: int) -> tuple[int, ...]:
-        base = counter * SLOTS_PER_COUNTER
-        return tuple(i for i in self.in_use if base <= i < base + SLOTS_PER_COUNTER)
+        return self._by_counter[counter]
+
+    @cached_property
+    def _by_counter(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(
+            tuple(i for i in self.in_use if c * SLOTS_PER_COUNTER <= i < (c + 1) * SLOTS_PER_COUNTER)
+            for c in range(SLOTS // SLOTS_PER_COUNTER)
+        )
+
+    @cached_property
+    def controls(self) -> tuple[ControlWord, ...]:
+        """Each slot's control word, decoded once (read on every counter read)."""
+        return tuple(self.control(spec) for spec in self.specs)
 
     @cached_property
     def modes(self) -> int:

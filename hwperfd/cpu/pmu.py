@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
 from hwperfd.cpu.profiles import WorkloadProfile
@@ -41,8 +42,11 @@ CPU_TYPES = {
 }
 
 
-@dataclass(frozen=True)
-class ModeWeights:
+# The small value types below are NamedTuples: they are built on every
+# counter read, and a frozen dataclass costs several times more to build.
+
+
+class ModeWeights(NamedTuple):
     """How a burst's time divides among the modes, exactly: user / per, kernel / per, exl / per."""
 
     user: int
@@ -58,8 +62,7 @@ class ModeWeights:
         )
 
 
-@dataclass(frozen=True)
-class CounterState:
+class CounterState(NamedTuple):
     """What a context switch saves of a counter: the register and the part of
     an event the model has accumulated but not yet counted."""
 
@@ -67,15 +70,13 @@ class CounterState:
     residue: Fraction = Fraction(0)
 
 
-@dataclass(frozen=True)
-class ControlWord:
+class ControlWord(NamedTuple):
     event: int = 0
     ie: bool = False
     mode: int = 0
 
 
-@dataclass(frozen=True)
-class Burst:
+class Burst(NamedTuple):
     events: int
     overflows: int  # times bit 31 became set during the burst
 

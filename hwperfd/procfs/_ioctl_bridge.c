@@ -9,6 +9,15 @@
  * handler and call libfuse's real fuse_session_new.  Each ioctl request is
  * handed synchronously to the Python callable set with install(); the
  * contract is documented in bridge.py.
+ *
+ * Follow-on ioctls.  Between two requests pyfuse3 goes back through trio's
+ * scheduler (a lock, wait_readable, epoll), which costs more than answering
+ * an ioctl.  So after replying to one, the bridge may wait a short window on
+ * the FUSE fd itself and answer the ioctls that follow at once, up to a time
+ * budget (set with linger(); off by default).  The first request that is not
+ * an ioctl is handed to pyfuse3's own handler and ends the burst: pyfuse3's
+ * loop awaits the coroutine that handler leaves, exactly as if it had read
+ * the request itself.  Only one such request is ever processed per burst.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,9 +27,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <linux/fuse.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct fuse_session *(*session_new_fn)(struct fuse_args *,
                                                const struct fuse_lowlevel_ops *,
@@ -28,6 +40,15 @@ typedef struct fuse_session *(*session_new_fn)(struct fuse_args *,
 
 static PyObject *handler;   /* guarded by the GIL */
 static int sessions_hooked; /* FUSE sessions given bridge_ioctl */
+
+/* Follow-on ioctls (all guarded by the GIL; the loop runs on pyfuse3's thread). */
+static struct fuse_session *session; /* the last session hooked */
+static long long linger_window_ns;   /* 0: off */
+static long long linger_budget_ns;
+static int lingering;                /* inside a burst: no nesting */
+static int interrupted;              /* a handler saw KeyboardInterrupt: end the burst */
+static unsigned long long follow_on_count; /* ioctls answered in bursts */
+static struct fuse_buf follow_buf;   /* reused; libfuse allocates mem */
 
 /* Consume the pending exception and return the errno to answer with. */
 static int
@@ -54,6 +75,7 @@ exception_errno(PyObject *fn)
         /* Cannot propagate through libfuse: re-raise it as a fresh SIGINT. */
         PyErr_Clear();
         PyErr_SetInterrupt();
+        interrupted = 1;
         return EINTR;
     }
     PyErr_WriteUnraisable(fn);
@@ -121,6 +143,62 @@ malformed:
     Py_DECREF(fn);
 }
 
+static long long
+monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Wait up to window_ns for the FUSE fd; 1 readable, 0 not (timeout, signal,
+ * error: all end the burst and leave the rest to pyfuse3's loop). */
+static int
+fuse_fd_ready(int fd, long long window_ns)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = window_ns / 1000000000LL,
+                          .tv_nsec = window_ns % 1000000000LL};
+    int n;
+
+    Py_BEGIN_ALLOW_THREADS
+    n = ppoll(&pfd, 1, &ts, NULL);
+    Py_END_ALLOW_THREADS
+    return n == 1 && (pfd.revents & POLLIN) && !(pfd.revents & (POLLERR | POLLHUP | POLLNVAL));
+}
+
+static int
+is_ioctl_request(const struct fuse_buf *buf, int size)
+{
+    const struct fuse_in_header *in = buf->mem;
+    return !(buf->flags & FUSE_BUF_IS_FD) && size >= (int)sizeof(*in)
+           && in->opcode == FUSE_IOCTL;
+}
+
+/* Answer the ioctls that follow the one just answered (see the top comment). */
+static void
+follow_on(struct fuse_session *se)
+{
+    long long deadline = monotonic_ns() + linger_budget_ns;
+    int fd = fuse_session_fd(se);
+
+    lingering = 1;
+    while (!fuse_session_exited(se) && !interrupted) {
+        long long left = deadline - monotonic_ns();
+        if (left <= 0 || !fuse_fd_ready(fd, left < linger_window_ns ? left : linger_window_ns))
+            break;
+        int res = fuse_session_receive_buf(se, &follow_buf);
+        if (res <= 0)   /* EINTR/EAGAIN: pyfuse3's loop reads again; 0: exited */
+            break;
+        int ioctl = is_ioctl_request(&follow_buf, res);
+        fuse_session_process_buf(se, &follow_buf);
+        if (!ioctl)
+            break;      /* pyfuse3 awaits the coroutine its handler left */
+        follow_on_count++;
+    }
+    lingering = 0;
+}
+
 /* FUSE_USE_VERSION 32 (as pyfuse3) declares cmd as int; it is the 32-bit command. */
 static void
 bridge_ioctl(fuse_req_t req, fuse_ino_t ino, int cmd, void *arg,
@@ -134,6 +212,11 @@ bridge_ioctl(fuse_req_t req, fuse_ino_t ino, int cmd, void *arg,
     PyGILState_STATE gil = PyGILState_Ensure();
     dispatch(req, ino, fi ? fi->fh : 0, (unsigned int)cmd, arg, flags, in_buf,
              in_bufsz, out_bufsz);
+    if (!lingering) {
+        if (!interrupted && linger_window_ns > 0 && session != NULL)
+            follow_on(session);
+        interrupted = 0;
+    }
     PyGILState_Release(gil);
 }
 
@@ -164,8 +247,10 @@ fuse_session_new(struct fuse_args *args, const struct fuse_lowlevel_ops *op,
     ops->ioctl = bridge_ioctl;
     se = real(args, ops, size, userdata);
     free(ops);
-    if (se != NULL)
+    if (se != NULL) {
         sessions_hooked++;
+        session = se;
+    }
     return se;
 }
 
@@ -186,9 +271,35 @@ bridge_hooked(PyObject *self, PyObject *unused)
     return PyLong_FromLong(sessions_hooked);
 }
 
+static PyObject *
+bridge_linger(PyObject *self, PyObject *args)
+{
+    long long window_ns, budget_ns;
+
+    if (!PyArg_ParseTuple(args, "LL:linger", &window_ns, &budget_ns))
+        return NULL;
+    if (window_ns < 0 || budget_ns < 0 || window_ns > 1000000000LL || budget_ns > 1000000000LL) {
+        PyErr_SetString(PyExc_ValueError, "linger window and budget must be in 0..1 s");
+        return NULL;
+    }
+    linger_window_ns = budget_ns ? window_ns : 0;
+    linger_budget_ns = budget_ns;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bridge_follow_ons(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(follow_on_count);
+}
+
 static PyMethodDef bridge_methods[] = {
     {"install", bridge_install, METH_O,
      "install(handler): set the ioctl handler (None removes it)."},
+    {"linger", bridge_linger, METH_VARARGS,
+     "linger(window_ns, budget_ns): answer follow-on ioctls inline (0 turns it off)."},
+    {"follow_ons", bridge_follow_ons, METH_NOARGS,
+     "follow_ons() -> number of ioctls answered inside a burst."},
     {"hooked", bridge_hooked, METH_NOARGS,
      "hooked() -> number of FUSE sessions created with the ioctl handler."},
     {NULL, NULL, 0, NULL},

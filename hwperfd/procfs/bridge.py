@@ -35,7 +35,9 @@ handler at all answers EIO and reports through ``sys.unraisablehook``; a
 KeyboardInterrupt answers EINTR and is re-raised as a new SIGINT.
 
 The handler runs synchronously on the thread that runs pyfuse3's loop (the
-trio thread), inside the request, so it must not block or await. Unrestricted
+trio thread), inside the request, so it must not block or await. With
+``linger()`` on, it is also called for ioctls read by the bridge itself
+right after another one, still on that thread and before trio runs again. Unrestricted
 ioctls (CUSE-style) are refused with ENOTTY before the handler is called.
 """
 
@@ -69,9 +71,24 @@ def install(handler: Optional[IoctlHandler]) -> None:
     _ioctl_bridge.install(handler)
 
 
+def linger(window_ns: int, budget_ns: int) -> None:
+    """After an ioctl, wait up to ``window_ns`` for another and answer it
+    inline, for at most ``budget_ns`` in all (0 turns it off).
+
+    Skips pyfuse3's trip through trio's scheduler between back-to-back
+    ioctls; trio's other tasks wait at most ``budget_ns``.
+    """
+    _ioctl_bridge.linger(window_ns, budget_ns)
+
+
+def follow_ons() -> int:
+    """How many ioctls were answered inline, after another one."""
+    return _ioctl_bridge.follow_ons()
+
+
 def hooked() -> int:
     """How many FUSE sessions were created with the bridge's ioctl operation."""
     return _ioctl_bridge.hooked()
 
 
-__all__ = ["FUSE_IOCTL_COMPAT", "FUSE_IOCTL_DIR", "IoctlHandler", "hooked", "install"]
+__all__ = ["FUSE_IOCTL_COMPAT", "FUSE_IOCTL_DIR", "IoctlHandler", "follow_ons", "hooked", "install", "linger"]

@@ -51,7 +51,8 @@ def test_not_root_is_one_clear_error(shared_tmp, nobody_python):
 
 
 def test_bad_options_are_refused(shared_tmp):
-    for args in (["--cpus", "0"], ["--mhz", "-5"], ["--cpu-type", "r4000"], ["--clock", "sundial"]):
+    bad = (["--cpus", "0"], ["--mhz", "-5"], ["--cpu-type", "r4000"], ["--clock", "sundial"], ["--linger", "-1"], ["--linger", "x"])
+    for args in bad:
         result = hwperfd(*args, str(shared_tmp))
         assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
 

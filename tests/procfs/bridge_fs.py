@@ -1,6 +1,8 @@
 """A one-file pyfuse3 filesystem whose ioctls are served through the bridge.
 
-Run by test_bridge.py: ``python bridge_fs.py MOUNTPOINT [--no-handler]``.
+Run by test_bridge.py: ``python bridge_fs.py MOUNTPOINT [--no-handler] [--linger USEC]``.
+With --linger a trio task ticks every millisecond beside the FUSE loop, so
+a test can see that bursts of follow-on ioctls leave trio's tasks running.
 The command numbers are mirrored in bridge_client.c and test_bridge.py.
 """
 
@@ -35,6 +37,7 @@ NOOP = _ioc(NONE, 12, 0)           # (0, b"")
 INFO = _ioc(READ | WRITE, 13, 40)  # out = ino, fh, flags, len(data), out_size
 NEGATIVE = _ioc(NONE, 14, 0)       # result -1 -> EIO
 INTERRUPT = _ioc(NONE, 15, 0)      # KeyboardInterrupt -> EINTR, then SIGINT
+STATS = _ioc(READ, 16, 16)         # out = follow-on ioctls answered, ticker ticks
 
 FILE_INO = pyfuse3.ROOT_INODE + 1
 FILE_NAME = b"node"
@@ -43,6 +46,7 @@ DIR_FH = 7
 CONTENT = b"bridge test\n"
 
 kept = bytes(16)
+ticks = 0
 
 
 def handler(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid):
@@ -78,6 +82,8 @@ def handler(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid):
         return -1, b""
     if cmd == INTERRUPT:
         raise KeyboardInterrupt
+    if cmd == STATS:
+        return 0, struct.pack("=QQ", bridge.follow_ons(), ticks)
     raise OSError(errno.ENOTTY, "unknown ioctl")
 
 
@@ -120,15 +126,31 @@ class BridgeFs(pyfuse3.Operations):
         return CONTENT[off:off + size]
 
 
+async def ticker():
+    global ticks
+    while True:
+        await trio.sleep(0.001)
+        ticks += 1
+
+
+async def serve():
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        await pyfuse3.main()
+        nursery.cancel_scope.cancel()
+
+
 def main():
     mountpoint = sys.argv[1]
     if "--no-handler" not in sys.argv:
         bridge.install(handler)
+    if "--linger" in sys.argv:
+        bridge.linger(int(sys.argv[sys.argv.index("--linger") + 1]) * 1000, 2_000_000)
     options = set(pyfuse3.default_options) | {"fsname=hwperfd-bridge-test", "allow_other"}
     pyfuse3.init(BridgeFs(), mountpoint, options)
     print(f"bridge hooked {bridge.hooked()} session(s)", file=sys.stderr, flush=True)
     try:
-        trio.run(pyfuse3.main)
+        trio.run(serve)
     finally:
         pyfuse3.close(unmount=False)
 

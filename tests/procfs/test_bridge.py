@@ -46,6 +46,7 @@ NOOP = _ioc(NONE, 12, 0)
 INFO = _ioc(READ | WRITE, 13, 40)
 NEGATIVE = _ioc(NONE, 14, 0)
 INTERRUPT = _ioc(NONE, 15, 0)
+STATS = _ioc(READ, 16, 16)
 UNKNOWN = _ioc(NONE, 99, 0)
 
 FUSE_IOCTL_DIR = 1 << 4
@@ -264,6 +265,83 @@ def test_c_many_calls(fs, client):
     out = subprocess.run([str(client), str(fs.node), "bench", "3000"], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert out.startswith("us_per_call ")
+
+
+# -- follow-on ioctls (linger) ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lingering_fs(workdir):
+    with mounted(workdir, "--linger", "200") as mount:
+        yield mount
+
+
+def stats(node: Path) -> tuple[int, int]:
+    """(ioctls answered inline after another, ticks of the server's trio ticker)."""
+    fd = os.open(node, os.O_RDONLY)
+    try:
+        buf = bytearray(16)
+        fcntl.ioctl(fd, STATS, buf, True)
+        return struct.unpack("=QQ", buf)
+    finally:
+        os.close(fd)
+
+
+def test_follow_on_ioctls_give_the_same_answers(lingering_fs, client):
+    pid, results = run_client(client, lingering_fs.node)
+    check_client(results, pid, 0, 0)
+    if shutil.which("setpriv") is not None:
+        pid, results = run_client(client, lingering_fs.node, *NOBODY)
+        check_client(results, pid, 65534, 65534)
+
+
+def test_back_to_back_ioctls_are_answered_inline(lingering_fs, client):
+    before, _ = stats(lingering_fs.node)
+    subprocess.run([str(client), str(lingering_fs.node), "bench", "5000"], capture_output=True,
+                   text=True, timeout=60, check=True)
+    after, _ = stats(lingering_fs.node)
+    assert after - before > 2500
+
+
+def test_no_follow_ons_unless_asked(fs, client):
+    subprocess.run([str(client), str(fs.node), "bench", "2000"], capture_output=True,
+                   text=True, timeout=60, check=True)
+    assert stats(fs.node)[0] == 0
+
+
+def test_other_requests_between_ioctls_are_served(lingering_fs):
+    """A request that is not an ioctl ends a burst and goes to pyfuse3's own
+    handler: open, read and release interleaved with ioctls all complete."""
+    code = f"""
+import fcntl, os, struct, sys
+node = {str(lingering_fs.node)!r}
+for i in range(400):
+    fd = os.open(node, os.O_RDONLY)
+    data = bytes((i + k) % 256 for k in range(64))
+    buf = bytearray(data)
+    assert fcntl.ioctl(fd, {ECHO}, buf, True) == 1064
+    assert bytes(buf) == data[::-1]
+    assert os.pread(fd, 100, 0) == {CONTENT!r}
+    assert fcntl.ioctl(fd, {ARG}, i) == i
+    assert os.stat(node).st_size == {len(CONTENT)}
+    os.close(fd)
+print("ok")
+"""
+    result = python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"
+
+
+def test_bursts_leave_trio_tasks_running(lingering_fs, client):
+    """A client that never pauses still lets the server's other trio tasks
+    run: each burst is cut off after its 2 ms budget."""
+    inline0, ticks0 = stats(lingering_fs.node)
+    start = time.monotonic()
+    subprocess.run([str(client), str(lingering_fs.node), "bench", "20000"], capture_output=True,
+                   text=True, timeout=120, check=True)
+    elapsed_ms = (time.monotonic() - start) * 1000
+    inline1, ticks1 = stats(lingering_fs.node)
+    assert inline1 - inline0 > 10000  # the client really was answered in bursts
+    assert ticks1 - ticks0 >= elapsed_ms / 10
 
 
 # -- failure modes on their own mounts ---------------------------------------------------
