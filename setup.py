@@ -41,6 +41,7 @@ def fuse3_extension(name, source, version_script):
 setup(ext_modules=[
     fuse3_extension("hwperfd.procfs._ioctl_bridge", f"{BRIDGE}.c", f"{BRIDGE}.map"),
     # Not a Python module: the LD_PRELOAD shim `hwperfd-run` uses so that IRIX
-    # programs opening "/proc/%05d" reach the mount unchanged.
-    Extension("hwperfd.procredirect", sources=["lib/procredirect.c"], libraries=["dl"]),
+    # programs opening "/proc/%05d" (and passing IRIX's pointer-carrying
+    # PIOCENEVCTRSEX / PIOCGETEVCTRLEX) reach the mount unchanged.
+    Extension("hwperfd.procredirect", sources=["lib/procredirect.c"], include_dirs=["include"], libraries=["dl"]),
 ])

@@ -107,6 +107,10 @@ def _ctrl(word: int) -> dict:
     return dict(hwp_ev=ev, hwp_ie=ie, hwp_mode=mode)
 
 
+def _spec_words(eventctrl) -> tuple[int, ...]:
+    return tuple(structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in eventctrl.hwp_evctrl)
+
+
 class _MountFile:
     """An open file of the mount, and the one way to call an ioctl on it."""
 
@@ -141,8 +145,7 @@ class _MountFile:
 
     def _read_control(self, cmd: int) -> tuple[int, tuple[int, ...]]:
         gen, out = self._ioctl(cmd, bytes(structs.hwperf_eventctrl_t.sizeof()))
-        words = structs.hwperf_eventctrl_t.parse(out).hwp_evctrl
-        return gen, tuple(structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in words)
+        return gen, _spec_words(structs.hwperf_eventctrl_t.parse(out))
 
 
 class ProcessCounters(_MountFile):
@@ -159,6 +162,34 @@ class ProcessCounters(_MountFile):
     def enable(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
         """PIOCENEVCTRS: start counting; returns the generation number."""
         return self._ioctl(structs.PIOCENEVCTRS, pack_request(specs, thresholds, signal))[0]
+
+    def enable_ex(
+        self,
+        specs: SlotSpecs,
+        thresholds: SlotSpecs | None = None,
+        signal: int = 0,
+        *,
+        generation: int = 0,
+        counts: SlotSpecs | None = None,
+    ) -> int:
+        """PIOCENEVCTRSEX: start counting from saved ``counts`` and, if not
+        0, under a saved ``generation`` above any this process has had
+        (restart from a checkpoint); returns the generation."""
+        arg = structs.hwperfd_enevctrsex_t.build(
+            dict(
+                hwp_args=structs.hwperf_profevctrarg_t.parse(pack_request(specs, thresholds, signal)),
+                hwp_aux=dict(hwp_aux_gen=generation, hwp_aux_cntr=dict(hwp_evctr=_slots(counts))),
+            )
+        )
+        return self._ioctl(structs.HWPERFD_PIOCENEVCTRSEX, arg)[0]
+
+    def control_ex(self) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
+        """PIOCGETEVCTRLEX: (generation, 32 spec words, 32 overflow thresholds,
+        overflow signal); EINVAL when not in use."""
+        gen, out = self._ioctl(structs.HWPERFD_PIOCGETEVCTRLEX, bytes(structs.hwperfd_getevctrlex_t.sizeof()))
+        got = structs.hwperfd_getevctrlex_t.parse(out)
+        aux = got.hwp_evctrlaux
+        return gen, _spec_words(got.hwp_evctrl), tuple(aux.hwp_aux_freq), aux.hwp_aux_sig
 
     def read(self) -> tuple[int, tuple[int, ...]]:
         """PIOCGETEVCTRS: (generation, 32 virtual 64-bit counts)."""

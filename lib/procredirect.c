@@ -6,15 +6,27 @@
  * library, an open of exactly "/proc/<digits>" (no further component) goes
  * to "$HWPERFD_MOUNT/<digits>" (default /run/hwperfd) instead.  Every other
  * path, including /proc/<pid>/stat and /proc/self, is untouched.
+ *
+ * It also carries IRIX's two pointer-carrying counter calls, PIOCENEVCTRSEX
+ * and PIOCGETEVCTRLEX, on files of a FUSE mount: a FUSE server sees only the
+ * argument's bytes, so the structs they point to are copied inline into
+ * hwperfd's HWPERFD_ forms (and back out) here, in the caller's process.
+ * Built with -I include: <sys/procfs.h> is hwperfd's.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/procfs.h>
 #include <sys/types.h>
+#include <sys/vfs.h>
+
+#define FUSE_SUPER_MAGIC 0x65735546
 
 static const char *mount_point(void)
 {
@@ -96,3 +108,66 @@ WRAP_OPENAT(openat64)
 
 WRAP_OPEN_2(__open_2)
 WRAP_OPEN_2(__open64_2)
+
+/* -- PIOCENEVCTRSEX / PIOCGETEVCTRLEX ------------------------------------- */
+
+typedef int (*ioctl_fn)(int, unsigned long, ...);
+
+static int on_fuse(int fd)
+{
+    struct statfs st;
+    return fstatfs(fd, &st) == 0 && st.f_type == FUSE_SUPER_MAGIC;
+}
+
+/* hwp_aux may be NULL: a fresh generation and counts from zero. */
+static int enevctrsex(ioctl_fn real, int fd, const hwperf_profevctrargex_t *ex)
+{
+    hwperfd_enevctrsex_t flat;
+
+    if (ex == NULL || ex->hwp_args == NULL) {
+        errno = EFAULT;
+        return -1;
+    }
+    memset(&flat, 0, sizeof flat);
+    flat.hwp_args = *ex->hwp_args;
+    if (ex->hwp_aux != NULL)
+        flat.hwp_aux = *ex->hwp_aux;
+    return real(fd, HWPERFD_PIOCENEVCTRSEX, &flat);
+}
+
+static int getevctrlex(ioctl_fn real, int fd, const hwperf_getctrlex_arg_t *ex)
+{
+    hwperfd_getevctrlex_t flat;
+    int rc;
+
+    if (ex == NULL || ex->hwp_evctrl == NULL || ex->hwp_evctrlaux == NULL) {
+        errno = EFAULT;
+        return -1;
+    }
+    memset(&flat, 0, sizeof flat);
+    rc = real(fd, HWPERFD_PIOCGETEVCTRLEX, &flat);
+    if (rc >= 0) {
+        *ex->hwp_evctrl = flat.hwp_evctrl;
+        *ex->hwp_evctrlaux = flat.hwp_evctrlaux;
+    }
+    return rc;
+}
+
+int ioctl(int fd, unsigned long request, ...)
+{
+    static ioctl_fn real;
+    va_list ap;
+    void *arg;
+
+    /* Like glibc's own wrapper: the one argument, whatever its type. */
+    va_start(ap, request);
+    arg = va_arg(ap, void *);
+    va_end(ap);
+    if (!real)
+        real = (ioctl_fn)dlsym(RTLD_NEXT, "ioctl");
+    if (request == (unsigned long)PIOCENEVCTRSEX && on_fuse(fd))
+        return enevctrsex(real, fd, arg);
+    if (request == (unsigned long)PIOCGETEVCTRLEX && on_fuse(fd))
+        return getevctrlex(real, fd, arg);
+    return real(fd, request, arg);
+}

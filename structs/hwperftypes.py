@@ -88,6 +88,25 @@ hwperf_eventctrlaux_t = Struct(
     "hwp_aux_freq" / Array(HWPERF_EVENTMAX, Int32sl),
 )
 
+# IRIX's PIOCENEVCTRSEX and PIOCGETEVCTRLEX took structs of two pointers,
+# which a FUSE server cannot follow.  hwperfd serves these flattened forms
+# (the pointed-to structs inline, C alignment); hwperfd-run's preload
+# library turns IRIX's pointer form into them (include/sys/procfs.h).
+hwperfd_enevctrsex_t = Struct(
+    "hwp_args" / hwperf_profevctrarg_t,
+    Padding(4),
+    "hwp_aux" / hwperf_profevctraux_t,
+)
+
+hwperfd_getevctrlex_t = Struct(
+    "hwp_evctrl" / hwperf_eventctrl_t,
+    "hwp_evctrlaux" / hwperf_eventctrlaux_t,
+)
+
+# The IRIX pointer forms, for their sizes (two pointers each on LP64).
+hwperf_profevctrargex_t = Struct("hwp_args" / Int64ul, "hwp_aux" / Int64ul)
+hwperf_getctrlex_arg_t = Struct("hwp_evctrl" / Int64ul, "hwp_evctrlaux" / Int64ul)
+
 timespec_t = Struct("tv_sec" / Int64sl, "tv_nsec" / Int64sl)
 
 # IRIX's cpu_mon_t was a kernel struct; this is hwperfd's own, documented in

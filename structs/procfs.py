@@ -9,8 +9,12 @@ and adds Linux's ``_IOC`` encoding.
 from structs.hwperftypes import (
     hwperf_cntr_t,
     hwperf_eventctrl_t,
+    hwperf_getctrlex_arg_t,
     hwperf_profevctrarg_t,
+    hwperf_profevctrargex_t,
     hwperf_prusage_t,
+    hwperfd_enevctrsex_t,
+    hwperfd_getevctrlex_t,
 )
 from construct import Int32sl, Padding, Struct
 
@@ -52,6 +56,12 @@ PIOCGETPREVCTRS = _IOR("q", 236, hwperf_prusage_t.sizeof())
 PIOCGETEVCTRL = _IOR("q", 237, hwperf_eventctrl_t.sizeof())
 PIOCSETEVCTRL = _IOW("q", 238, hwperf_profevctrarg_t.sizeof())
 PIOCSAVECCNTRS = _IO("q", 239)
+# IRIX's pointer-carrying forms (what IRIX sources pass) and the flattened
+# forms hwperfd serves; the preload library turns the first into the second.
+PIOCENEVCTRSEX = _IOW("q", 240, hwperf_profevctrargex_t.sizeof())
+PIOCGETEVCTRLEX = _IOW("q", 241, hwperf_getctrlex_arg_t.sizeof())
+HWPERFD_PIOCENEVCTRSEX = _IOW("q", 240, hwperfd_enevctrsex_t.sizeof())
+HWPERFD_PIOCGETEVCTRLEX = _IOR("q", 241, hwperfd_getevctrlex_t.sizeof())
 
 # syssgi(SGI_EVENTCTR, cmd, ...) has no Linux system call; hwperfd serves the
 # same sub-commands as ioctls on the root-only control node, type letter 'h',

@@ -42,6 +42,11 @@ class ControlBlock:
         for slot in range(SLOTS):
             self.preset(slot)
 
+    def start_from(self, counts: tuple[int, ...]) -> None:
+        """Continue from saved virtual counts (checkpoint/restart): the
+        registers keep their threshold presets, only the 64-bit sums move."""
+        self.counts = list(counts)
+
     def reprogram(self, request: CounterRequest) -> None:
         """Take a new request without releasing (PIOCSETEVCTRL).
 

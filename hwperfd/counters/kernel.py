@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Protocol
 
 from hwperfd.counters.block import ControlBlock
 from hwperfd.counters.errors import CounterError, CountersBusy, InvalidRequest, NotInUse, NotPermitted, NoSuchProcess
-from hwperfd.counters.request import CounterRequest
+from hwperfd.counters.request import SLOTS, CounterRequest
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 
@@ -51,6 +51,27 @@ class Caller:
     @property
     def root(self) -> bool:
         return self.uid == 0
+
+
+@dataclass(frozen=True)
+class Restore:
+    """Saved counters to continue from: PIOCENEVCTRSEX's hwperf_profevctraux_t,
+    which IRIX's checkpoint/restart filled from PIOCGETEVCTRS."""
+
+    generation: int  # 0: a new generation, as PIOCENEVCTRS
+    counts: tuple[int, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.generation and not any(self.counts)
+
+    def validate(self, request: CounterRequest) -> None:
+        if self.generation < 0:
+            raise InvalidRequest(f"negative generation {self.generation}")
+        if len(self.counts) != SLOTS:
+            raise InvalidRequest("saved counts have 32 slots")
+        if not self.empty and request.kernel_mode:
+            raise InvalidRequest("saved counts can be restored only into a process's user-mode counters")
 
 
 class State(enum.Enum):
@@ -132,9 +153,17 @@ class CounterKernel:
 
     # -- user mode through /proc ------------------------------------------
 
-    def enable(self, caller: Caller, target: Task, request: CounterRequest) -> int:
-        """PIOCENEVCTRS: acquire the counters for ``target``; returns the generation."""
+    def enable(
+        self, caller: Caller, target: Task, request: CounterRequest, restore: Restore | None = None
+    ) -> int:
+        """PIOCENEVCTRS: acquire the counters for ``target``; returns the generation.
+
+        PIOCENEVCTRSEX passes ``restore``: counting starts from those counts
+        and, if its generation is not 0, under that generation.
+        """
         request.validate(self.cpus, root=caller.root)
+        if restore is not None:
+            restore.validate(request)
         self._check_access(caller, target)
         if self._system is not None:
             raise CountersBusy("the counters are in use in system mode")
@@ -151,8 +180,18 @@ class CounterKernel:
         if seen is None:
             raise NoSuchProcess(f"pid {target.pid} is gone")
         generation = record.generation + 1 if record else 1
+        block = ControlBlock(request)
+        if restore is not None and not restore.empty:
+            if restore.generation:
+                if record is not None and restore.generation <= record.generation:
+                    # A generation names one set of counts; readers compare them.
+                    raise InvalidRequest(
+                        f"generation {restore.generation} is not above this process's last ({record.generation})"
+                    )
+                generation = restore.generation
+            block.start_from(restore.counts)
         self._procs[target.pid] = _ProcessRecord(
-            target.pid, ControlBlock(request), generation, State.ENABLED, seen, target.processor % len(self.cpus)
+            target.pid, block, generation, State.ENABLED, seen, target.processor % len(self.cpus)
         )
         return generation
 

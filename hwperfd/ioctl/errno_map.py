@@ -30,3 +30,15 @@ class UnknownCommand(OSError):
 class BadArgument(OSError):
     def __init__(self, why: str) -> None:
         super().__init__(errno.EINVAL, why)
+
+
+class PointerArgument(OSError):
+    """IRIX's pointer-carrying form of a call: a FUSE server is handed only
+    the argument's bytes, so the structs they point to are out of reach."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            errno.EFAULT,
+            f"{name} carries pointers, which hwperfd cannot follow: run the program under "
+            f"hwperfd-run, or use HWPERFD_{name} with the structs inline",
+        )

@@ -10,7 +10,7 @@ import time
 
 from construct import ConstructError
 
-from hwperfd.counters.kernel import CounterView
+from hwperfd.counters.kernel import CounterView, Restore
 from hwperfd.counters.request import CounterRequest
 from hwperfd.ioctl.errno_map import BadArgument
 import structs
@@ -23,6 +23,8 @@ EVENTCTRL = structs.hwperf_eventctrl_t.compile()
 PROFEVCTRARG = structs.hwperf_profevctrarg_t
 PRUSAGE = structs.hwperf_prusage_t
 CPUCNTRS_ARG = structs.hwperf_cpucntrs_arg_t
+ENEVCTRSEX = structs.hwperfd_enevctrsex_t
+GETEVCTRLEX = structs.hwperfd_getevctrlex_t
 
 
 def parse_request(data: bytes) -> CounterRequest:
@@ -36,6 +38,25 @@ def parse_request(data: bytes) -> CounterRequest:
         structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in arg.hwp_evctrargs.hwp_evctrl
     )
     return CounterRequest(specs, tuple(arg.hwp_ovflw_freq), arg.hwp_ovflw_sig)
+
+
+def parse_request_ex(data: bytes) -> tuple[CounterRequest, Restore]:
+    """hwperfd_enevctrsex_t: a request and the saved counters to start from."""
+    if len(data) != ENEVCTRSEX.sizeof():
+        raise BadArgument(f"hwperfd_enevctrsex_t is {ENEVCTRSEX.sizeof()} bytes, got {len(data)}")
+    size = PROFEVCTRARG.sizeof()
+    aux = ENEVCTRSEX.parse(data).hwp_aux
+    return parse_request(data[:size]), Restore(aux.hwp_aux_gen, tuple(aux.hwp_aux_cntr.hwp_evctr))
+
+
+def build_control_ex(request: CounterRequest) -> bytes:
+    """hwperfd_getevctrlex_t: control words, then overflow signal and thresholds."""
+    return GETEVCTRLEX.build(
+        dict(
+            hwp_evctrl=dict(hwp_evctrl=[_ctrl(s) for s in request.specs]),
+            hwp_evctrlaux=dict(hwp_aux_sig=request.signal, hwp_aux_freq=list(request.thresholds)),
+        )
+    )
 
 
 def build_request(request: CounterRequest) -> bytes:

@@ -10,7 +10,7 @@ from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
 from hwperfd.ioctl import marshal
 from hwperfd.ioctl.calls import IoctlCall, Target
-from hwperfd.ioctl.errno_map import UnknownCommand, to_oserror
+from hwperfd.ioctl.errno_map import PointerArgument, UnknownCommand, to_oserror
 import structs
 
 Reply = tuple[int, bytes]
@@ -29,6 +29,10 @@ class ProcIoctls:
             structs.PIOCSETEVCTRL: self._set_control,
             structs.PIOCRELEVCTRS: self._release,
             structs.PIOCSAVECCNTRS: self._save_child,
+            structs.HWPERFD_PIOCENEVCTRSEX: self._enable_ex,
+            structs.HWPERFD_PIOCGETEVCTRLEX: self._control_ex,
+            structs.PIOCENEVCTRSEX: self._pointers("PIOCENEVCTRSEX"),
+            structs.PIOCGETEVCTRLEX: self._pointers("PIOCGETEVCTRLEX"),
         }
 
     def __call__(self, pid: int, call: IoctlCall) -> Reply:
@@ -43,6 +47,21 @@ class ProcIoctls:
     def _enable(self, target: Target, call: IoctlCall) -> Reply:
         request = marshal.parse_request(call.data)
         return self.kernel.enable(call.caller(), target, request), b""
+
+    def _enable_ex(self, target: Target, call: IoctlCall) -> Reply:
+        request, restore = marshal.parse_request_ex(call.data)
+        return self.kernel.enable(call.caller(), target, request, restore), b""
+
+    def _control_ex(self, target: Target, call: IoctlCall) -> Reply:
+        generation, request = self.kernel.control(call.caller(), target)
+        return generation, marshal.build_control_ex(request)
+
+    @staticmethod
+    def _pointers(name: str) -> Callable[[Target, IoctlCall], Reply]:
+        def refuse(target: Target, call: IoctlCall) -> Reply:
+            raise PointerArgument(name)
+
+        return refuse
 
     def _read(self, target: Target, call: IoctlCall) -> Reply:
         generation, counts = self.kernel.read(call.caller(), target)

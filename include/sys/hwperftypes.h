@@ -78,7 +78,7 @@ typedef struct {
 	uint64_t	hwp_evctr[HWPERF_EVENTMAX];
 } hwperf_cntr_t;					/* 256 bytes */
 
-/* For IRIX's PIOCENEVCTRSEX / PIOCGETEVCTRLEX style calls. */
+/* For PIOCENEVCTRSEX and PIOCGETEVCTRLEX (below). */
 typedef struct hwperf_profevctraux {
 	int		hwp_aux_gen;			/* generation number */
 	hwperf_cntr_t	hwp_aux_cntr;			/* counts */
@@ -88,6 +88,39 @@ typedef struct hwperf_eventctrlaux {
 	int		hwp_aux_sig;			/* overflow signal */
 	int		hwp_aux_freq[HWPERF_EVENTMAX];	/* overflow thresholds */
 } hwperf_eventctrlaux_t;				/* 132 bytes */
+
+/*
+ * IRIX's PIOCENEVCTRSEX and PIOCGETEVCTRLEX arguments: two pointers each.
+ * PIOCENEVCTRSEX acquires the counters like PIOCENEVCTRS and, for
+ * checkpoint/restart, starts them from hwp_aux's counts and generation
+ * (hwp_aux may be NULL); PIOCGETEVCTRLEX returns the control words and the
+ * overflow signal and thresholds.
+ */
+typedef struct hwperf_profevctrargex {
+	hwperf_profevctrarg_t	*hwp_args;
+	hwperf_profevctraux_t	*hwp_aux;
+} hwperf_profevctrargex_t;
+
+typedef struct hwperf_getctrlex_arg {
+	hwperf_eventctrl_t	*hwp_evctrl;
+	hwperf_eventctrlaux_t	*hwp_evctrlaux;
+} hwperf_getctrlex_arg_t;
+
+/*
+ * A FUSE server cannot follow pointers: hwperfd serves the same calls with
+ * the pointed-to structs inline (HWPERFD_PIOCENEVCTRSEX and
+ * HWPERFD_PIOCGETEVCTRLEX in <sys/procfs.h>).  Programs run under
+ * hwperfd-run may keep using IRIX's pointer forms.
+ */
+typedef struct hwperfd_enevctrsex {
+	hwperf_profevctrarg_t	hwp_args;
+	hwperf_profevctraux_t	hwp_aux;
+} hwperfd_enevctrsex_t;					/* 464 bytes */
+
+typedef struct hwperfd_getevctrlex {
+	hwperf_eventctrl_t	hwp_evctrl;
+	hwperf_eventctrlaux_t	hwp_evctrlaux;
+} hwperfd_getevctrlex_t;				/* 196 bytes */
 
 typedef struct timespec timespec_t;
 

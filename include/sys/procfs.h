@@ -31,4 +31,17 @@
  * argument may carry the child's pid. */
 #define PIOCSAVECCNTRS	_IO('q', 239)
 
+/*
+ * IRIX's pointer-carrying calls (see <sys/hwperftypes.h>).  hwperfd answers
+ * these numbers with EFAULT - it cannot follow the pointers - unless the
+ * program runs under hwperfd-run, whose preload library passes the structs
+ * inline as the HWPERFD_ forms below.
+ */
+/* Acquire, optionally starting from saved counts and generation. */
+#define PIOCENEVCTRSEX	_IOW('q', 240, hwperf_profevctrargex_t)
+/* Control words plus overflow signal and thresholds. */
+#define PIOCGETEVCTRLEX	_IOW('q', 241, hwperf_getctrlex_arg_t)
+#define HWPERFD_PIOCENEVCTRSEX	_IOW('q', 240, hwperfd_enevctrsex_t)
+#define HWPERFD_PIOCGETEVCTRLEX	_IOR('q', 241, hwperfd_getevctrlex_t)
+
 #endif /* __HWPERFD_SYS_PROCFS_H__ */

@@ -32,6 +32,10 @@ STRUCTS = {
     "hwperf_cntr_t": T.hwperf_cntr_t,
     "hwperf_profevctraux_t": T.hwperf_profevctraux_t,
     "hwperf_eventctrlaux_t": T.hwperf_eventctrlaux_t,
+    "hwperf_profevctrargex_t": T.hwperf_profevctrargex_t,
+    "hwperf_getctrlex_arg_t": T.hwperf_getctrlex_arg_t,
+    "hwperfd_enevctrsex_t": T.hwperfd_enevctrsex_t,
+    "hwperfd_getevctrlex_t": T.hwperfd_getevctrlex_t,
     "timespec_t": T.timespec_t,
     "cpu_mon_t": T.cpu_mon_t,
     "hwperf_prusage_t": T.hwperf_prusage_t,
@@ -98,7 +102,7 @@ def int_constants(module, prefixes):
 def expected_macros():
     macros = {}
     macros.update(int_constants(T, ("HWPERF_",)))
-    macros.update(int_constants(P, ("PIOC", "HWIOC_", "HWPERF_", "SGI_")))
+    macros.update(int_constants(P, ("PIOC", "HWPERFD_PIOC", "HWIOC_", "HWPERF_", "SGI_")))
     for table in CPU_EVENTS.values():
         for event in table.events:
             counter = table.counters_for(event.number)[0]
@@ -246,7 +250,8 @@ def test_ioctl_numbers_present(probe):
     names = {key[1] for key in probe if key[0] == "macro"}
     for name in (
         "PIOCENEVCTRS PIOCRELEVCTRS PIOCGETEVCTRS PIOCGETPREVCTRS PIOCGETEVCTRL "
-        "PIOCSETEVCTRL PIOCSAVECCNTRS HWIOC_PROFENABLE HWIOC_ENSYSCNTRS HWIOC_GET_CPUCNTRS "
+        "PIOCSETEVCTRL PIOCSAVECCNTRS PIOCENEVCTRSEX PIOCGETEVCTRLEX HWPERFD_PIOCENEVCTRSEX "
+        "HWPERFD_PIOCGETEVCTRLEX HWIOC_PROFENABLE HWIOC_ENSYSCNTRS HWIOC_GET_CPUCNTRS "
         "HWIOC_PROF_CTR_SUSP HWIOC_PROF_CTR_CONT HWIOC_RELSYSCNTRS HWIOC_GET_SYSCNTRS "
         "HWIOC_GET_SYSEVCTRL HWIOC_SET_SYSEVCTRL SGI_EVENTCTR HWPERF_MAXEVENT"
     ).split():

@@ -5,7 +5,7 @@ from fractions import Fraction
 import pytest
 
 from hwperfd.counters.errors import CountersBusy, InvalidRequest, NotInUse, NotPermitted
-from hwperfd.counters.kernel import Caller, CounterKernel, State
+from hwperfd.counters.kernel import Caller, CounterKernel, Restore, State
 from hwperfd.counters.request import CounterRequest
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
@@ -210,3 +210,52 @@ def test_owner_generation_never_repeats_after_system_release(kernel, ledger):
     after, _ = kernel.read(me(root), root)
     assert after > before
     assert kernel.enable(me(root), root, user(0)) > after
+
+
+def test_enable_ex_continues_from_saved_counts_and_generation(kernel, ledger):
+    p = Proc(40)
+    ledger.run(40, 0)
+    saved = tuple(range(100, 132))
+    assert kernel.enable(me(p), p, user(0), Restore(7, saved)) == 7
+    ledger.run(40, MS)
+    generation, counts = kernel.read(me(p), p)
+    assert generation == 7
+    assert counts[0] == saved[0] + 200_000  # 1 ms at 200 MHz, on top of the saved count
+    assert counts[1:] == saved[1:]
+    assert kernel.set_control(me(p), p, user(0)) == 8
+
+
+def test_enable_ex_with_nothing_saved_is_plain_enable(kernel, ledger):
+    p = Proc(41)
+    ledger.run(41, 0)
+    assert kernel.enable(me(p), p, user(0), Restore(0, (0,) * 32)) == 1
+    assert kernel.read(me(p), p) == (1, (0,) * 32)
+
+
+@pytest.mark.parametrize(
+    "restore, request_",
+    [
+        (Restore(-1, (0,) * 32), user(0)),
+        (Restore(0, (0,) * 31), user(0)),
+        (Restore(3, (0,) * 32), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)})),
+        (Restore(0, (5,) + (0,) * 31), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)})),
+    ],
+)
+def test_enable_ex_refuses_bad_saved_state_and_changes_nothing(kernel, ledger, restore, request_):
+    root = Proc(42, uid=0)
+    ledger.run(42, 0)
+    with pytest.raises(InvalidRequest):
+        kernel.enable(me(root), root, request_, restore)
+    assert not kernel.system_mode
+    assert kernel.view(42) is None
+
+
+def test_enable_ex_may_not_reuse_a_generation(kernel, ledger):
+    p = Proc(43)
+    ledger.run(43, 0)
+    assert kernel.enable(me(p), p, user(0), Restore(5, (0,) * 32)) == 5
+    kernel.release(me(p), p)
+    with pytest.raises(InvalidRequest):
+        kernel.enable(me(p), p, user(0), Restore(5, (9,) * 32))
+    assert kernel.read(me(p), p)[0] == 5
+    assert kernel.enable(me(p), p, user(0), Restore(6, (9,) * 32)) == 6

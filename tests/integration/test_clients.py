@@ -1,5 +1,6 @@
 """Real C and Python clients, as root and as an unprivileged user."""
 
+import errno
 import os
 import subprocess
 import sys
@@ -125,6 +126,85 @@ def test_root_cannot_be_refused_by_process_group(manual_mount):
             gen = pc.enable({0: user(0)})
             manual_mount.control(f"advance {child.pid} 1ms")
             assert pc.read() == (gen, (CYCLES_PER_MS,) + (0,) * 31)
+    finally:
+        child.kill()
+        child.wait()
+
+
+# -- IRIX's pointer-carrying calls: PIOCENEVCTRSEX and PIOCGETEVCTRLEX ----------
+
+
+def test_checkpoint_restart_pattern_continues_counts_under_the_saved_generation(manual_mount, examples):
+    """The C example saves counts, generation, events and thresholds with
+    PIOCGETEVCTRS + PIOCGETEVCTRLEX and restarts them in a child with
+    PIOCENEVCTRSEX, passing IRIX's structs of pointers (the shim carries them)."""
+    proc = subprocess.Popen(
+        [examples / "checkpoint_restart", "-w"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=manual_mount.env(),
+    )  # fmt: skip
+    out = {}
+    try:
+        for advance in ("3ms", "2ms"):  # the checkpointed process, then the restarted one
+            while not (line := proc.stdout.readline()).startswith("counting "):
+                assert line, proc.stderr.read()
+                out.update([line.strip().split(": ", 1)])
+            manual_mount.control(f"advance {int(line.split()[1])} {advance}")
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    out.update(line.split(": ", 1) for line in rest.strip().splitlines())
+    assert int(out["checkpoint cycles"]) == 3 * CYCLES_PER_MS
+    assert int(out["checkpoint graduated instructions"]) == 3 * CYCLES_PER_MS * 8 // 10
+    assert int(out["restart generation"]) == int(out["checkpoint generation"]) > 0
+    assert int(out["restart cycles"]) == 5 * CYCLES_PER_MS
+    assert int(out["restart graduated instructions"]) == 5 * CYCLES_PER_MS * 8 // 10
+    assert int(out["restart threshold 17"]) == 1_000_000
+    assert int(out["restart slot 17 spec"]) == (1 << 5) | 0x8  # graduated instructions, user mode
+
+
+def test_pointer_forms_without_the_shim_are_efault_and_change_nothing(manual_mount):
+    from hwperfd.client import ProcessCounters, user
+    import structs
+
+    with ProcessCounters(mount=manual_mount.path) as counters:
+        for cmd in (structs.PIOCENEVCTRSEX, structs.PIOCGETEVCTRLEX):
+            with pytest.raises(OSError) as info:
+                counters._ioctl(cmd, bytes(16))
+            assert info.value.errno == errno.EFAULT
+        with pytest.raises(OSError) as info:
+            counters.control()
+        assert info.value.errno == errno.EINVAL
+        generation = counters.enable({0: user(0)})
+        with pytest.raises(OSError) as info:
+            counters._ioctl(structs.PIOCGETEVCTRLEX, bytes(16))
+        assert info.value.errno == errno.EFAULT
+        assert counters.read()[0] == generation
+        counters.release()
+
+
+def test_python_enable_ex_and_control_ex(manual_mount):
+    from hwperfd.client import ProcessCounters, user
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        with ProcessCounters(child.pid, mount=manual_mount.path) as counters:
+            saved = [1000 + i for i in range(32)]
+            assert counters.enable_ex({0: user(0)}, {0: 5000}, 0, generation=9, counts=saved) == 9
+            manual_mount.control(f"advance {child.pid} 1ms")
+            generation, counts = counters.read()
+            assert generation == 9
+            assert counts[0] == 1000 + CYCLES_PER_MS
+            assert counts[1:] == tuple(saved[1:])
+            assert counters.control_ex() == (9, (user(0),) + (0,) * 31, (5000,) + (0,) * 31, 0)
+            counters.release()
+            for bad in (dict(generation=9), dict(generation=-2)):  # reused, negative
+                with pytest.raises(OSError) as info:
+                    counters.enable_ex({0: user(0)}, **bad)
+                assert info.value.errno == errno.EINVAL
+            assert counters.read() == (generation, counts)
     finally:
         child.kill()
         child.wait()

@@ -70,8 +70,8 @@ class Figures:
             words = line.split()
             if words[:1] == ["errno"] and len(words) == 3:
                 self.outcomes[words[1]] += int(words[2])
-                if words[1] in ("EIO", "ENOTCONN", "ENOSYS", "EFAULT"):
-                    self.crashes[words[1]] += int(words[2])
+            elif words[:1] == ["broken"] and len(words) == 3:  # raw_fuzz judged it: no command allows it
+                self.crashes[words[1]] += int(words[2])
             elif len(words) == 2 and words[1].isdigit():
                 extra[words[0]] = extra.get(words[0], 0) + int(words[1])
         self.calls += extra.get("calls", 0)

@@ -7,7 +7,9 @@
  * runs ITERATIONS calls or SECONDS, whichever ends first.  A PATH whose name
  * is "control" is the control node, any other a process file.  Each iteration picks a file and one of:
  *   - a known command (PIOC* or HWIOC*, on either kind of file) with random
- *     bytes, or a random but plausible hwperf_profevctrarg_t;
+ *     bytes, or a random but plausible hwperf_profevctrarg_t (plus saved
+ *     counts for HWPERFD_PIOCENEVCTRSEX); IRIX's pointer-carrying
+ *     PIOCENEVCTRSEX/PIOCGETEVCTRLEX must be EFAULT;
  *   - a known command's type and number with another size or direction
  *     (what "truncated" or "oversized" means for FUSE, which copies
  *     _IOC_SIZE bytes): must be ENOTTY;
@@ -19,8 +21,9 @@
  * The buffer is always larger than the biggest _IOC_SIZE, so the kernel
  * never copies outside it.
  *
- * Prints "key value" lines: calls, ok, errno NAME N, unexpected, bad (EIO,
- * ENOTCONN, ENOSYS or EFAULT: must be 0), violations, reads, opened,
+ * Prints "key value" lines: calls, ok, errno NAME N, broken NAME N, unexpected,
+ * bad (EIO, ENOTCONN, ENOSYS, or EFAULT where the command does not allow it:
+ * must be 0; "broken" splits it by errno), violations, reads, opened,
  * open-failed.  Catchable signals are ignored: hwperfd may send overflow
  * signals that a random request asked for (SIGKILL and SIGSTOP are never
  * asked for).
@@ -45,7 +48,7 @@
 #define BUFSZ (16384 + 64)
 
 enum node { PROC, CTL };
-enum payload { P_NONE, P_ARG, P_REQ, P_OUT, P_CPU };
+enum payload { P_NONE, P_ARG, P_REQ, P_OUT, P_CPU, P_REQEX };
 
 struct command {
 	const char *name;
@@ -64,6 +67,11 @@ static const struct command commands[] = {
 	{"PIOCGETEVCTRL", PIOCGETEVCTRL, PROC, P_OUT, 1, {EINVAL, EPERM, ESRCH}},
 	{"PIOCSETEVCTRL", PIOCSETEVCTRL, PROC, P_REQ, 1, {EINVAL, EPERM, ESRCH}},
 	{"PIOCSAVECCNTRS", PIOCSAVECCNTRS, PROC, P_ARG, 0, {EPERM, ESRCH}},
+	{"HWPERFD_PIOCENEVCTRSEX", HWPERFD_PIOCENEVCTRSEX, PROC, P_REQEX, 1, {EINVAL, EPERM, EBUSY, ESRCH}},
+	{"HWPERFD_PIOCGETEVCTRLEX", HWPERFD_PIOCGETEVCTRLEX, PROC, P_OUT, 1, {EINVAL, EPERM, ESRCH}},
+	/* IRIX's pointer forms: hwperfd cannot follow the pointers (EFAULT) */
+	{"PIOCENEVCTRSEX", PIOCENEVCTRSEX, PROC, P_OUT, 1, {EFAULT}},
+	{"PIOCGETEVCTRLEX", PIOCGETEVCTRLEX, PROC, P_OUT, 1, {EFAULT}},
 	{"HWIOC_PROFENABLE", HWIOC_PROFENABLE, CTL, P_REQ, 1, {ENOTSUP}},
 	{"HWIOC_ENSYSCNTRS", HWIOC_ENSYSCNTRS, CTL, P_REQ, 1, {EINVAL, EBUSY, EPERM}},
 	{"HWIOC_GET_CPUCNTRS", HWIOC_GET_CPUCNTRS, CTL, P_CPU, 0, {0}},
@@ -93,7 +101,7 @@ static struct key keys[MAXKEYS];
 static int nkeys;
 static unsigned char buf[BUFSZ];
 static unsigned long calls, ok, unexpected, bad, violations, reads, open_failed;
-static unsigned long by_errno[256], by_open_errno[256];
+static unsigned long by_errno[256], by_open_errno[256], broken_by_errno[256];
 
 static uint64_t rng;
 
@@ -107,15 +115,21 @@ rnd(void)
 	return (uint32_t)((rng * 2685821657736338717ULL) >> 32);
 }
 
-static int
-known(unsigned long cmd)
+static const struct command *
+command_for(unsigned long cmd)
 {
 	size_t i;
 
 	for (i = 0; i < NCOMMANDS; i++)
 		if (commands[i].cmd == cmd)
-			return 1;
-	return 0;
+			return &commands[i];
+	return NULL;
+}
+
+static int
+known(unsigned long cmd)
+{
+	return command_for(cmd) != NULL;
 }
 
 /* Command numbers do_vfs_ioctl() (or the tty/FS layers) answer before FUSE. */
@@ -168,6 +182,23 @@ random_request(void)
 	safe_signal(a);
 }
 
+/* Saved counts to restart from: generation often 0 (a fresh one), counts
+ * small enough that a 64-bit sum cannot wrap during the run. */
+static void
+random_request_ex(void)
+{
+	hwperfd_enevctrsex_t *a = (hwperfd_enevctrsex_t *)buf;
+	int i;
+
+	random_request();
+	memset(&a->hwp_aux, 0, sizeof a->hwp_aux);
+	if (rnd() % 2)
+		return;
+	a->hwp_aux.hwp_aux_gen = rnd() % 3 ? 0 : (int)(rnd() % 200) - 5;
+	for (i = 0; i < HWPERF_EVENTMAX; i++)
+		a->hwp_aux.hwp_aux_cntr.hwp_evctr[i] = rnd() % 1000000;
+}
+
 static int
 find_key(int where, int mode, int gen)
 {
@@ -213,14 +244,16 @@ outcome(const char *what, const struct command *c, const struct file *f, unsigne
 		expected = c != NULL && c->node == f->node && r >= c->min_ok && c->allowed[0] != ENOTSUP;
 	} else {
 		by_errno[err & 0xff]++;
-		if (err == EIO || err == ENOTCONN || err == ENOSYS || err == EFAULT)
-			bad++;
 		if (c == NULL || c->node != f->node) {
 			expected = err == ENOTTY;
 		} else {
 			for (i = 0; i < 6 && c->allowed[i]; i++)
 				if (c->allowed[i] == err)
 					expected = 1;
+		}
+		if (err == EIO || err == ENOTCONN || err == ENOSYS || (err == EFAULT && !expected)) {
+			bad++;
+			broken_by_errno[err & 0xff]++;
 		}
 	}
 	if (!expected) {
@@ -247,6 +280,9 @@ one_call(void)
 		switch (c->payload) {
 		case P_REQ:
 			random_request();
+			break;
+		case P_REQEX:
+			random_request_ex();
 			break;
 		case P_CPU:
 			random_bytes(sizeof(hwperf_cpucntrs_arg_t));
@@ -296,7 +332,7 @@ one_call(void)
 		errno = 0;
 		r = ioctl(f->fd, PIOCGETPREVCTRS, buf);
 		err = errno;
-		outcome("read", &commands[3], f, PIOCGETPREVCTRS, r, err);
+		outcome("read", command_for(PIOCGETPREVCTRS), f, PIOCGETPREVCTRS, r, err);
 		if (r > 0)
 			check_monotonic((int)(f - files), u->pu_cpu_mon.cm_flags & HWPERF_CM_SYSMODE, r,
 			                u->pu_cpu_mon.cm_evctr);
@@ -304,7 +340,7 @@ one_call(void)
 		errno = 0;
 		r = ioctl(f->fd, HWIOC_GET_SYSCNTRS, buf);
 		err = errno;
-		outcome("read", &commands[13], f, HWIOC_GET_SYSCNTRS, r, err);
+		outcome("read", command_for(HWIOC_GET_SYSCNTRS), f, HWIOC_GET_SYSCNTRS, r, err);
 		if (r > 0)
 			check_monotonic(100, 0, r, ((hwperf_cntr_t *)buf)->hwp_evctr);
 	} else {
@@ -315,7 +351,7 @@ one_call(void)
 		errno = 0;
 		r = ioctl(f->fd, HWIOC_GET_CPUCNTRS, a);
 		err = errno;
-		outcome("read", &commands[9], f, HWIOC_GET_CPUCNTRS, r, err);
+		outcome("read", command_for(HWIOC_GET_CPUCNTRS), f, HWIOC_GET_CPUCNTRS, r, err);
 		if (r > 0)
 			check_monotonic(200 + cpu, 0, r, a->cntr.hwp_evctr);
 	}
@@ -425,6 +461,9 @@ main(int argc, char **argv)
 			else
 				printf("errno E%d %lu\n", e, by_errno[e]);
 		}
+	for (e = 1; e < 256; e++)
+		if (broken_by_errno[e])
+			printf("broken %s %lu\n", errname(e) ? errname(e) : "other", broken_by_errno[e]);
 	for (e = 1; e < 256; e++)
 		if (by_open_errno[e])
 			printf("open-%s %lu\n", errname(e) ? errname(e) : "other", by_open_errno[e]);
