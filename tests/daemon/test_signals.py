@@ -16,6 +16,19 @@ BLOCKS_SIGUSR1 = (
 )
 
 
+def run_sender(pid: int, count: int, seconds: float) -> SignalSender:
+    """Owe ``count`` SIGUSR1 to ``pid`` and let the sender work for ``seconds``."""
+
+    async def main():
+        sender = SignalSender()
+        sender.owe(pid, signal.SIGUSR1, count)
+        with trio.move_on_after(seconds):
+            await sender.run()
+        return sender
+
+    return trio.run(main)
+
+
 def test_owed_signals_are_capped_and_the_rest_merge():
     async def main():
         sender = SignalSender()
@@ -35,15 +48,7 @@ def test_sender_backs_off_while_its_signal_stays_pending():
     child = subprocess.Popen([sys.executable, "-c", BLOCKS_SIGUSR1], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert child.stdout.readline() == b"ready\n"
-
-        async def main():
-            sender = SignalSender()
-            sender.owe(child.pid, signal.SIGUSR1, 5)
-            with trio.move_on_after(0.5):
-                await sender.run()
-            return sender
-
-        sender = trio.run(main)
+        sender = run_sender(child.pid, 5, 0.5)
         assert sender.sent == 1
         assert sender.owed(child.pid, signal.SIGUSR1) == 4
         assert sender.polls < 150  # 1000 at the 0.5 ms pace of a sender that makes progress
@@ -55,13 +60,5 @@ def test_sender_backs_off_while_its_signal_stays_pending():
 def test_signals_to_a_vanished_process_are_dropped():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-
-    async def main():
-        sender = SignalSender()
-        sender.owe(child.pid, signal.SIGUSR1, 3)
-        with trio.move_on_after(0.2):
-            await sender.run()
-        return sender
-
-    sender = trio.run(main)
+    sender = run_sender(child.pid, 3, 0.2)
     assert sender.owed(child.pid, signal.SIGUSR1) == 0 and sender.sent == 0
