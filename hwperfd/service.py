@@ -77,7 +77,8 @@ class Daemon:
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             # Every handler is synchronous, so more reader tasks buy nothing; one
-            # saves a task hand-off and a lock per request.
+            # saves a task hand-off and a lock per request, and the bridge's
+            # follow-on answering (--linger) requires it.
             nursery.start_soon(pyfuse3.main, 1, 1)
             nursery.start_soon(self.signals.run)
             nursery.start_soon(self._reap)

@@ -18,6 +18,9 @@
  * an ioctl is handed to pyfuse3's own handler and ends the burst: pyfuse3's
  * loop awaits the coroutine that handler leaves, exactly as if it had read
  * the request itself.  Only one such request is ever processed per burst.
+ * It needs pyfuse3 run with a single reader task (hwperfd's main(1, 1)):
+ * another reader, woken by epoll for a request the burst then took, would
+ * block the whole loop in read(2).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

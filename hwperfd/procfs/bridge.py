@@ -76,7 +76,10 @@ def linger(window_ns: int, budget_ns: int) -> None:
     inline, for at most ``budget_ns`` in all (0 turns it off).
 
     Skips pyfuse3's trip through trio's scheduler between back-to-back
-    ioctls; trio's other tasks wait at most ``budget_ns``.
+    ioctls; trio's other tasks wait at most ``budget_ns``.  Only for
+    ``pyfuse3.main(1, 1)``: another reader task, told by epoll that a
+    request was waiting, could find it already taken and block the loop in
+    read(2).
     """
     _ioctl_bridge.linger(window_ns, budget_ns)
 

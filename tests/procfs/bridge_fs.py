@@ -136,7 +136,8 @@ async def ticker():
 async def serve():
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ticker)
-        await pyfuse3.main()
+        # One reader task, as follow-on answering requires (bridge.linger).
+        await pyfuse3.main(1, 1) if "--linger" in sys.argv else await pyfuse3.main()
         nursery.cancel_scope.cancel()
 
 
