@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from hwperfd.client import ProcessCounters
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
@@ -97,6 +100,31 @@ def stop_hwperfd(mount: Mount) -> int | None:
     return mount.process.returncode
 
 
+@contextlib.contextmanager
+def running_hwperfd(mountpoint: Path, log: Path, *args: str):
+    """A daemon for a whole session: started, and at the end stopped with the
+    checks every clean run must pass (exit status 0, no traceback or warning
+    in its log), so a fault that only shows in the log still fails the run."""
+    mount = start_hwperfd(mountpoint, log, *args)
+    try:
+        yield mount
+    finally:
+        code = stop_hwperfd(mount)
+        text = mount.log_text()
+        assert code == 0, f"hwperfd exited {code}:\n{text}"
+        assert "Traceback" not in text and "WARNING" not in text, text
+
+
+def run_as_nobody(nobody_python, *argv: str, mount: Mount | None = None) -> subprocess.CompletedProcess:
+    """``python ARGV`` as an unprivileged user (``nobody_python``'s interpreter
+    and environment), pointed at ``mount`` if given: how permission checks
+    look from outside."""
+    interpreter, env = nobody_python
+    if mount is not None:
+        env = {**env, "HWPERFD_MOUNT": str(mount.path)}
+    return subprocess.run(NOBODY + [interpreter, *argv], capture_output=True, text=True, env=env)
+
+
 @pytest.fixture(scope="session")
 def shared_tmp():
     """A scratch folder every user can enter (pytest's own is root-only),
@@ -111,14 +139,23 @@ def shared_tmp():
 def manual_mount(shared_tmp):
     """hwperfd on the manual clock: 2 R10000s at 200 MHz (1 ms = 200 000 cycles)."""
     base = shared_tmp
-    mount = start_hwperfd(base / "mnt", base / "hwperfd.log", "--clock", "manual", "--cpus", "2", "--mhz", "200")
-    try:
+    args = ("--clock", "manual", "--cpus", "2", "--mhz", "200")
+    with running_hwperfd(base / "mnt", base / "hwperfd.log", *args) as mount:
         yield mount
-    finally:
-        code = stop_hwperfd(mount)
-        log = mount.log_text()
-        assert code == 0, f"hwperfd exited {code}:\n{log}"
-        assert "Traceback" not in log and "WARNING" not in log, log
+
+
+@pytest.fixture
+def counters(manual_mount):
+    """This process's file on the session mount.  Whatever a test leaves
+    enabled is released afterwards, so later tests (and system mode, which
+    refuses while user counters run) start clean."""
+    pc = ProcessCounters(mount=manual_mount.path)
+    yield pc
+    try:
+        pc.release()
+    except OSError:
+        pass  # nothing was enabled
+    pc.close()
 
 
 @pytest.fixture(scope="session")

@@ -8,26 +8,17 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from tests.conftest import NOBODY, ROOT, is_mounted, start_hwperfd, stop_hwperfd
+from tests.conftest import ROOT, is_mounted, run_as_nobody, start_hwperfd, stop_hwperfd
+from tests.waiting import wait_for
 
 
 def hwperfd(*args, env=None, **kw):
     return subprocess.run(
         [sys.executable, "-m", "hwperfd", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=30, **kw
     )
-
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_missing_mount_point_is_one_clear_error(shared_tmp):
@@ -39,12 +30,10 @@ def test_missing_mount_point_is_one_clear_error(shared_tmp):
 
 
 def test_not_root_is_one_clear_error(shared_tmp, nobody_python):
-    interpreter, env = nobody_python
     (shared_tmp / "mp-nobody").mkdir(exist_ok=True)
-    result = subprocess.run(
-        NOBODY + [interpreter, "-c", "from hwperfd.daemon import main; raise SystemExit(main())", str(shared_tmp / "mp-nobody")],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+    result = run_as_nobody(
+        nobody_python, "-c", "from hwperfd.daemon import main; raise SystemExit(main())", str(shared_tmp / "mp-nobody")
+    )
     assert result.returncode == 1
     assert "hwperfd: hwperfd must run as root" in result.stderr
     assert "Traceback" not in result.stderr
@@ -86,7 +75,7 @@ def test_mount_point_comes_from_hwperfd_mount(shared_tmp):
         env={**os.environ, "HWPERFD_MOUNT": str(path)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        assert wait_until(lambda: is_mounted(path))
+        assert wait_for(lambda: is_mounted(path), timeout=10)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=10)
@@ -123,7 +112,7 @@ def test_killed_daemon_is_unmounted_by_auto_unmount(shared_tmp):
     try:
         mount.process.kill()
         mount.process.wait()
-        assert wait_until(lambda: not is_mounted(mount.path))
+        assert wait_for(lambda: not is_mounted(mount.path), timeout=10)
     finally:
         stop_hwperfd(mount)
 

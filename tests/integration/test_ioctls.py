@@ -12,17 +12,6 @@ MS = 1_000_000
 CYCLES_PER_MS = 200_000  # the manual_mount runs 200 MHz CPUs
 
 
-@pytest.fixture
-def counters(manual_mount):
-    pc = ProcessCounters(mount=manual_mount.path)
-    yield pc
-    try:
-        pc.release()
-    except OSError:
-        pass
-    pc.close()
-
-
 def advance(mount, user_time, system_time="0"):
     mount.control(f"advance {os.getpid()} {user_time} {system_time}")
 

@@ -10,6 +10,7 @@ import pytest
 
 from hwperfd.client import ProcessCounters, user
 from structs import PIOCSAVECCNTRS
+from tests.waiting import process_state, wait_for
 
 HERE = Path(__file__).parent
 CYCLES_PER_MS = 200_000
@@ -82,11 +83,11 @@ def test_zombie_counts_stay_readable_until_reaped_then_reach_the_parent(family):
         family.advance(child, "6ms")
         with family.counters(child) as c:
             family.ask(f"exit {child}")
-            _wait_for_state(child, "Z")
+            assert wait_for(lambda: process_state(child) == "Z")
             assert c.read()[1][0] == 6 * CYCLES_PER_MS  # the zombie still answers
             assert parent.read()[1][0] == 0  # not waited for yet
             family.ask(f"reap {child}")
-            _wait_for(lambda: parent.read()[1][0] == 6 * CYCLES_PER_MS)
+            assert wait_for(lambda: parent.read()[1][0] == 6 * CYCLES_PER_MS)
         assert not (family.mount.path / f"{child:05d}").exists()
         descendants = [l for l in parent.summary().splitlines() if l.startswith("descendant")]
         assert descendants == [f"descendant {child} python3 {6 * CYCLES_PER_MS}" + " 0" * 31]
@@ -106,10 +107,10 @@ def test_savecntrs_gives_the_parent_the_counts_at_exit_without_waiting(family, o
             else:
                 fcntl.ioctl(parent.fd, PIOCSAVECCNTRS, child)
             family.ask(f"exit {child}")
-            _wait_for_state(child, "Z")
-            _wait_for(lambda: parent.read()[1][0] == 7 * CYCLES_PER_MS)
+            assert wait_for(lambda: process_state(child) == "Z")
+            assert wait_for(lambda: parent.read()[1][0] == 7 * CYCLES_PER_MS)
         family.ask(f"reap {child}")
-        _wait_for(lambda: not (family.mount.path / f"{child:05d}").exists())
+        assert wait_for(lambda: not (family.mount.path / f"{child:05d}").exists())
         assert parent.read()[1][0] == 7 * CYCLES_PER_MS  # added once, not again at reap
 
 
@@ -122,9 +123,9 @@ def test_savecntrs_works_when_the_parent_does_not_count(family):
         family.advance(child, "2ms")
         fcntl.ioctl(c.fd, PIOCSAVECCNTRS, 0)
         family.ask(f"exit {child}")
-        _wait_for_state(child, "Z")
+        assert wait_for(lambda: process_state(child) == "Z")
     with family.counters() as parent:
-        _wait_for(lambda: parent.read()[1][0] == 2 * CYCLES_PER_MS)
+        assert wait_for(lambda: parent.read()[1][0] == 2 * CYCLES_PER_MS)
     family.ask(f"reap {child}")
 
 
@@ -146,26 +147,3 @@ def test_threshold_without_signal_counts_on_quietly(family):
     with family.counters() as c:
         assert c.read()[1][0] == CYCLES_PER_MS
     assert int(family.ask("signals 0")) == 0
-
-
-def _wait_for_state(pid, state, timeout=5.0):
-    _wait_for(lambda: _state(pid) == state, timeout)
-
-
-def _state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
-
-
-def _wait_for(predicate, timeout=5.0):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    assert predicate()

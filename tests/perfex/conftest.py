@@ -16,13 +16,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, start_hwperfd, stop_hwperfd
+from tests.conftest import ROOT, running_hwperfd
 
 HERE = Path(__file__).resolve().parent
 CYCLES_PER_MS = 200_000
@@ -61,17 +60,11 @@ def programs(shared_tmp) -> Programs:
 @pytest.fixture(scope="session")
 def r12000_mount(shared_tmp):
     """hwperfd on the manual clock emulating 2 R12000s at 300 MHz (1 ms = 300 000 cycles)."""
-    mount = start_hwperfd(
+    with running_hwperfd(
         shared_tmp / "mnt-r12000", shared_tmp / "hwperfd-r12000.log",
         "--clock", "manual", "--cpus", "2", "--cpu-type", "r12000", "--mhz", "300",
-    )  # fmt: skip
-    try:
+    ) as mount:  # fmt: skip
         yield mount
-    finally:
-        code = stop_hwperfd(mount)
-        log = mount.log_text()
-        assert code == 0, f"hwperfd exited {code}:\n{log}"
-        assert "Traceback" not in log and "WARNING" not in log, log
 
 
 class PerfexRun:
@@ -156,14 +149,39 @@ def run_perfex(mount, *args, env=None, timeout=30) -> subprocess.CompletedProces
     )  # fmt: skip
 
 
-def one_run(perfex, programs, args, *, user="10ms", system=None, status=None, env=None) -> tuple[int, str, str]:
-    """perfex ARGS waiter [STATUS]: advance the waiter, let it end, return the result."""
-    command = [programs.waiter] + ([str(status)] if status is not None else [])
-    run = perfex(*args, *command, env=env)
+def drive(perfex, args, command, user="10ms", system=None, env=None, mount=None) -> tuple[int, str, int]:
+    """perfex ARGS COMMAND, where COMMAND is one process that announces itself:
+    give it USER (and SYSTEM) time, let it end.  (exit status, perfex's
+    report on stderr, the command's pid)."""
+    run = perfex(*args, *command, env=env, mount=mount)
     (pid,) = run.announced()
     run.advance(pid, user, system)
     run.release(pid)
-    return run.finish()
+    code, out, err = run.finish()
+    return code, err, pid
+
+
+def run_waiting(cmd, mount, advance="10ms", env=None, prefix=(), cwd=ROOT):
+    """A client that says "counting PID" on stderr and waits for SIGUSR1:
+    advance its clock in between, then let it finish.  (exit status, its
+    "key: value" lines on stdout as a dict, the rest of stderr).  An
+    unprivileged client needs a ``cwd`` it may enter."""
+    proc = subprocess.Popen(
+        [*prefix, *map(str, cmd)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env or mount.env(), cwd=cwd,
+    )  # fmt: skip
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("counting "), line + proc.stderr.read()
+        pid = int(line.split()[1])
+        mount.control(f"advance {pid} {advance}")
+        os.kill(pid, signal.SIGUSR1)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, dict(l.split(": ", 1) for l in out.splitlines()), err
 
 
 EVENT_LINE = re.compile(r"^([ \d]\d) (.{60}) +(\d+)")
@@ -192,12 +210,3 @@ def blocks(report: str) -> dict[str, str]:
         elif key is not None:
             out[key] = out.get(key, "") + line + "\n"
     return out
-
-
-def wait_until(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.01)
-    assert predicate()

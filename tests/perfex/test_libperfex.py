@@ -2,7 +2,6 @@
 
 import io
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -11,29 +10,9 @@ import pytest
 
 from hwperfd.perfex import libperfex
 from tests.conftest import NOBODY, ROOT
-from tests.perfex.conftest import CYCLES_PER_MS, HERE, counts_of
+from tests.perfex.conftest import CYCLES_PER_MS, HERE, counts_of, run_waiting
 
 MS = CYCLES_PER_MS
-
-
-def run_waiting(cmd, mount, advance="10ms", env=None, prefix=()):
-    """A client that says "counting PID" on stderr and waits for SIGUSR1."""
-    proc = subprocess.Popen(
-        [*prefix, *map(str, cmd)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env or mount.env(), cwd=ROOT,
-    )  # fmt: skip
-    try:
-        line = proc.stderr.readline()
-        assert line.startswith("counting "), line + proc.stderr.read()
-        pid = int(line.split()[1])
-        mount.control(f"advance {pid} {advance}")
-        os.kill(pid, signal.SIGUSR1)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, dict(l.split(": ", 1) for l in out.splitlines()), err
 
 
 @pytest.fixture(scope="module")

@@ -17,18 +17,9 @@ import pytest
 
 from hwperfd.perfex import costs
 from tests.conftest import NOBODY
-from tests.perfex.conftest import CYCLES_PER_MS, blocks, counts_of, run_perfex
+from tests.perfex.conftest import CYCLES_PER_MS, blocks, counts_of, drive, run_perfex, run_waiting
 
 MS = CYCLES_PER_MS
-
-
-def drive(perfex, args, command, user="10ms", system=None, env=None):
-    run = perfex(*args, *command, env=env)
-    (pid,) = run.announced()
-    run.advance(pid, user, system)
-    run.release(pid)
-    code, out, err = run.finish()
-    return code, err, pid
 
 
 # -- counting -------------------------------------------------------------------------
@@ -468,24 +459,11 @@ def test_r_text_shows_relative_spread(perfex, programs):
 
 def test_perfex_runs_unprivileged(manual_mount, programs, nobody_python, shared_tmp):
     interpreter, env = nobody_python
-    import subprocess
-
-    proc = subprocess.Popen(
-        NOBODY + [interpreter, "-m", "hwperfd.perfex", "-e", "25", str(programs.waiter)],
-        stderr=subprocess.PIPE, text=True, cwd=shared_tmp, env={**env, "HWPERFD_MOUNT": str(manual_mount.path)},
+    code, _, report = run_waiting(
+        [interpreter, "-m", "hwperfd.perfex", "-e", "25", programs.waiter], manual_mount, "10ms", prefix=NOBODY,
+        env={**env, "HWPERFD_MOUNT": str(manual_mount.path)}, cwd=shared_tmp,
     )  # fmt: skip
-    try:
-        line = proc.stderr.readline()
-        assert line.startswith("counting "), line + proc.stderr.read()
-        pid = int(line.split()[1])
-        manual_mount.control(f"advance {pid} 10ms")
-        os.kill(pid, signal.SIGUSR1)
-        report = proc.stderr.read()
-        assert proc.wait(timeout=30) == 0, report
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    assert code == 0, report
     assert counts_of(report) == {0: 10 * MS, 25: 20000}
 
 

@@ -4,37 +4,26 @@ The mount runs at 300 MHz, so 1 ms of user time is 300 000 cycles.
 """
 
 import json
-import os
-import signal
-import subprocess
 
-from tests.perfex.conftest import counts_of, run_perfex
+from tests.perfex.conftest import counts_of, drive, run_perfex, run_waiting
 
 MS = 300_000
 
 
-def drive(perfex, mount, args, command, user="10ms"):
-    run = perfex(*args, *command, mount=mount)
-    (pid,) = run.announced()
-    run.advance(pid, user)
-    run.release(pid)
-    return run.finish()
-
-
 def test_two_events_of_the_same_r10000_counter_count_together(perfex, r12000_mount, programs):
-    code, _, report = drive(perfex, r12000_mount, ["-e", "25", "-e", "26"], [programs.waiter])
+    code, report, _ = drive(perfex, ["-e", "25", "-e", "26"], [programs.waiter], mount=r12000_mount)
     assert code == 0, report
     assert counts_of(report) == {25: 10 * MS // 100, 26: 10 * MS // 1000}
 
 
 def test_r12000_events_by_their_own_names(perfex, r12000_mount, programs):
-    code, _, report = drive(perfex, r12000_mount, ["-e", "Executed prefetch instructions"], [programs.waiter])
+    code, report, _ = drive(perfex, ["-e", "Executed prefetch instructions"], [programs.waiter], mount=r12000_mount)
     assert counts_of(report) == {0: 10 * MS, 16: 10 * MS * 2 // 1000}
     assert "16 Executed prefetch instructions" in report
 
 
 def test_all_events_and_r12000_statistics(perfex, r12000_mount, programs):
-    code, _, report = drive(perfex, r12000_mount, ["-a", "-y", "--json"], [programs.waiter], user="160ms")
+    code, report, _ = drive(perfex, ["-a", "-y", "--json"], [programs.waiter], user="160ms", mount=r12000_mount)
     data = json.loads(report)
     counts = {e["event"]: e["count"] for e in data["events"]}
     cycles = 160 * MS
@@ -57,23 +46,8 @@ def test_list_and_cost_table_follow_the_mounted_cpu(r12000_mount):
 
 
 def test_libperfex_counts_25_and_26_together(r12000_mount, programs):
-    proc = subprocess.Popen(
-        [programs.libperfex_client, "25", "26"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=r12000_mount.env(),
-    )  # fmt: skip
-    try:
-        line = proc.stderr.readline()
-        assert line.startswith("counting"), line + proc.stderr.read()
-        pid = int(line.split()[1])
-        r12000_mount.control(f"advance {pid} 10ms")
-        os.kill(pid, signal.SIGUSR1)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
-    values = dict(l.split(": ") for l in out.splitlines())
+    code, values, err = run_waiting([programs.libperfex_client, 25, 26], r12000_mount, "10ms")
+    assert code == 0, err
     assert int(values["c0"]) == 10 * MS // 100 and int(values["c1"]) == 10 * MS // 1000
     assert "Based on 300 MHz MIPS R12000 CPU" in err
     assert "L2 Cache Line Reuse" in err and "L2 Data Cache Hit Rate" in err

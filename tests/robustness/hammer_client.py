@@ -7,7 +7,8 @@ the control words, change them, release, now and then a text command and a
 fresh open.  Prints "ready" after its first call, and when the mount goes
 away (ENOTCONN, ENODEV, or the file cannot be opened any more) one JSON line
 with its calls and outcomes by errno, then exits 0; SIGUSR1 ends it the same
-way while the mount is still there.  Standard library only.
+way while the mount is still there.  Standard library only (and
+proc_ioctls.py beside it).
 """
 
 import errno
@@ -15,28 +16,19 @@ import fcntl
 import json
 import os
 import signal
-import struct
 import sys
 
-_IOC_WRITE, _IOC_READ = 1, 2
+from proc_ioctls import (
+    PIOCENEVCTRS,
+    PIOCGETEVCTRL,
+    PIOCGETEVCTRS,
+    PIOCGETPREVCTRS,
+    PIOCRELEVCTRS,
+    PIOCSETEVCTRL,
+    request,
+)
 
-
-def _ioc(direction, nr, size):
-    return (direction << 30) | (size << 16) | (ord("q") << 8) | nr
-
-
-ENABLE = _ioc(_IOC_WRITE, 233, 196)
-RELEASE = _ioc(0, 234, 0)
-READ = _ioc(_IOC_READ, 235, 256)
-USAGE = _ioc(_IOC_READ, 236, 1104)
-CONTROL = _ioc(_IOC_READ, 237, 64)
-SET = _ioc(_IOC_WRITE, 238, 196)
 GONE = {errno.ENOTCONN, errno.ENODEV, errno.ECONNABORTED}  # the daemon is gone
-
-
-def request(words):
-    specs = [words.get(i, 0) for i in range(32)]
-    return bytearray(struct.pack("<32h32ii", *specs, *([0] * 32), 0))
 
 
 stopping = False
@@ -53,13 +45,13 @@ def main():
     pid = int(sys.argv[2]) if len(sys.argv) > 2 else os.getpid()
     path = f"{mount}/{pid:05d}"
     calls = [
-        (ENABLE, lambda: request({0: 0x8, 16: 0x8})),
-        (READ, lambda: bytearray(256)),
-        (USAGE, lambda: bytearray(1104)),
-        (CONTROL, lambda: bytearray(64)),
-        (SET, lambda: request({0: 0x8, 25: (9 << 5) | 0x8})),
-        (READ, lambda: bytearray(256)),
-        (RELEASE, lambda: 0),
+        (PIOCENEVCTRS, lambda: request({0: 0x8, 16: 0x8})),
+        (PIOCGETEVCTRS, lambda: bytearray(256)),
+        (PIOCGETPREVCTRS, lambda: bytearray(1104)),
+        (PIOCGETEVCTRL, lambda: bytearray(64)),
+        (PIOCSETEVCTRL, lambda: request({0: 0x8, 25: (9 << 5) | 0x8})),
+        (PIOCGETEVCTRS, lambda: bytearray(256)),
+        (PIOCRELEVCTRS, lambda: 0),
     ]
     outcomes, total, fd, ready = {}, 0, None, False
     try:

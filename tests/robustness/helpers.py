@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +128,17 @@ def finish_mount(mount: Mount) -> str:
     return log
 
 
+@contextlib.contextmanager
+def own_mount(base: Path, name: str):
+    """A mount of its own for a module's destructive tests, finished (and
+    checked) by ``finish_mount`` whatever the tests did to it."""
+    mount = fresh_mount(base, name)
+    try:
+        yield mount
+    finally:
+        finish_mount(mount)
+
+
 class Decoys:
     """Processes whose files take random requests; they ignore signals."""
 
@@ -144,15 +155,6 @@ class Decoys:
         for p in self.procs:
             p.kill()
             p.wait()
-
-
-def wait_for(predicate, timeout: float = 5.0, interval: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 def build_c(source: Path, out: Path, *extra: str) -> Path:

@@ -8,8 +8,8 @@ slot 25: primary data cache misses in user mode), prints "ready TARGET_PID
 GENERATION", then reads the counters over and over (PIOCGETEVCTRS, a few ms
 apart) until a line arrives on stdin.  It then prints one JSON line: every
 distinct (generation, c0, c25) it saw, in order, the final read, the number of reads and the errors met; and
-releases the counters.  Only the standard library is used, so that 64 of
-these start quickly.
+releases the counters.  Only the standard library is used (and
+proc_ioctls.py beside it), so that 64 of these start quickly.
 """
 
 import errno
@@ -20,22 +20,9 @@ import select
 import struct
 import sys
 
-_IOC_WRITE, _IOC_READ = 1, 2
+from proc_ioctls import PIOCENEVCTRS, PIOCGETEVCTRS, PIOCRELEVCTRS, request
 
-
-def _ioc(direction, nr, size):
-    return (direction << 30) | (size << 16) | (ord("q") << 8) | nr
-
-
-PIOCENEVCTRS = _ioc(_IOC_WRITE, 233, 196)
-PIOCRELEVCTRS = _ioc(0, 234, 0)
-PIOCGETEVCTRS = _ioc(_IOC_READ, 235, 256)
 SPECS = {0: 0x8 | 0x1, 25: (9 << 5) | 0x8}  # U+EXL cycles, U dcache misses
-
-
-def request() -> bytes:
-    words = [SPECS.get(i, 0) for i in range(32)]
-    return struct.pack("<32h32ii", *words, *([0] * 32), 0)
 
 
 def main() -> None:
@@ -52,7 +39,7 @@ def main() -> None:
         os.close(r)
         child_pipe = w
     fd = os.open(f"{mount}/{target:05d}", os.O_RDWR)
-    gen = fcntl.ioctl(fd, PIOCENEVCTRS, bytearray(request()), True)
+    gen = fcntl.ioctl(fd, PIOCENEVCTRS, request(SPECS), True)
     print(f"ready {target} {gen}", flush=True)
 
     seen, last, reads, errors = [], None, 0, {}

@@ -34,8 +34,7 @@ from tests.robustness.helpers import (
     Figures,
     daemon_alive,
     errname,
-    finish_mount,
-    fresh_mount,
+    own_mount,
     publish,
 )
 
@@ -143,11 +142,8 @@ calls = st.one_of(exact_calls, mangled_calls, random_calls, advances, reads, wri
 
 @pytest.fixture(scope="module")
 def fuzz_mount(shared_tmp):
-    mount = fresh_mount(shared_tmp, "fuzz")
-    try:
+    with own_mount(shared_tmp, "fuzz") as mount:
         yield mount
-    finally:
-        finish_mount(mount)
 
 
 @pytest.fixture(scope="module")

@@ -28,9 +28,10 @@ from tests.robustness.helpers import (
     errname,
     finish_mount,
     fresh_mount,
+    own_mount,
     publish,
-    wait_for,
 )
+from tests.waiting import process_state, wait_for
 
 CYCLES_PER_MS = 200_000
 HAMMER = [sys.executable, str(HERE / "hammer_client.py")]
@@ -40,11 +41,8 @@ GONE = (errno.ENOTCONN, errno.ECONNABORTED, errno.ENODEV)
 
 @pytest.fixture(scope="module")
 def kill_mount(shared_tmp):
-    mount = fresh_mount(shared_tmp, "kill")
-    try:
+    with own_mount(shared_tmp, "kill") as mount:
         yield mount
-    finally:
-        finish_mount(mount)
 
 
 def tracked(mount) -> int:
@@ -204,7 +202,7 @@ def test_killing_counted_processes_leaves_a_consistent_state(kill_mount, shared_
         gen = pc.enable({0: user(0)})
         kill_mount.control(f"advance {victim.pid} 2ms")
         victim.kill()
-        assert wait_for(lambda: _state(victim.pid) == "Z")
+        assert wait_for(lambda: process_state(victim.pid) == "Z")
         assert pc.read() == (gen, (2 * CYCLES_PER_MS,) + (0,) * 31)  # a zombie still answers
         figures.ok()
         victim.wait()
@@ -279,14 +277,6 @@ def test_killing_counted_processes_leaves_a_consistent_state(kill_mount, shared_
     figures.crash("tracebacks in the log", kill_mount.log_text().count("Traceback"))
     publish(figures)
     assert figures.total_crashes == 0
-
-
-def _state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
 
 
 def test_sigterm_with_files_open_and_calls_in_flight_unmounts_cleanly(shared_tmp):
@@ -373,10 +363,7 @@ def test_sigterm_with_files_open_and_calls_in_flight_unmounts_cleanly(shared_tmp
                 h.wait()
         sleeper.kill()
         sleeper.wait()
-        if mount.process.poll() is None:
-            mount.process.kill()
-            mount.process.wait()
-        subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], capture_output=True)
+        abandon(mount)
     publish(figures)
     assert figures.total_crashes == 0
 
@@ -404,10 +391,16 @@ def test_sigterm_while_a_call_is_waiting_for_the_daemon(shared_tmp):
         if hammer.poll() is None:
             hammer.kill()
             hammer.wait()
-        if mount.process.poll() is None:
-            mount.process.kill()
-            mount.process.wait()
-        subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], capture_output=True)
+        abandon(mount)
+
+
+def abandon(mount) -> None:
+    """Cleanup for the tests that stop the daemon themselves: if a check failed
+    before it exited, kill it, and leave no mount behind for later tests."""
+    if mount.process.poll() is None:
+        mount.process.kill()
+        mount.process.wait()
+    subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], capture_output=True)
 
 
 def start_again(mount):

@@ -26,8 +26,9 @@ import time
 
 import pytest
 
-from hwperfd.client import Control, ProcessCounters
-from tests.robustness.helpers import HERE, Figures, daemon_alive, finish_mount, fresh_mount, publish
+import structs
+from hwperfd.client import Control, ProcessCounters, pack_request
+from tests.robustness.helpers import HERE, Figures, daemon_alive, own_mount, publish
 
 CLIENTS = 64
 STEPS = 40  # clock steps per client
@@ -39,11 +40,8 @@ def expected(user_us: int, system_us: int) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def stress_mount(shared_tmp):
-    mount = fresh_mount(shared_tmp, "stress")
-    try:
+    with own_mount(shared_tmp, "stress") as mount:
         yield mount
-    finally:
-        finish_mount(mount)
 
 
 def test_64_concurrent_clients_count_exactly(stress_mount):
@@ -157,3 +155,13 @@ def test_64_concurrent_clients_count_exactly(stress_mount):
     publish(figures)
     assert figures.total_crashes == 0
     assert "Traceback" not in stress_mount.log_text()
+
+
+def test_client_scripts_use_the_abi_numbers():
+    """proc_ioctls.py spells the numbers out so that clients start fast; they must be structs'."""
+    from tests.robustness import proc_ioctls
+
+    for name in ("PIOCENEVCTRS", "PIOCRELEVCTRS", "PIOCGETEVCTRS", "PIOCGETPREVCTRS", "PIOCGETEVCTRL", "PIOCSETEVCTRL"):
+        assert getattr(proc_ioctls, name) == getattr(structs, name), name
+    words = {0: structs.spec_word(0, structs.HWPERF_CNTEN_U), 25: structs.spec_word(9, structs.HWPERF_CNTEN_U)}
+    assert bytes(proc_ioctls.request(words)) == pack_request(words)

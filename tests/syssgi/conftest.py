@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from hwperfd.client import Control
-from tests.syssgi.helpers import process_state, wait_for
+from tests.waiting import process_state, wait_for
 
 
 @pytest.fixture
@@ -58,5 +58,5 @@ def sleeper(spawn):
 def busy(spawn):
     """A process that loops on a CPU: always in state R while it lives."""
     proc = spawn(sys.executable, "-c", "while True: pass")
-    wait_for(lambda: all(process_state(proc.pid) == "R" for _ in range(5)))
+    assert wait_for(lambda: all(process_state(proc.pid) == "R" for _ in range(5)))
     return proc

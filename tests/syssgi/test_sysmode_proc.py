@@ -20,8 +20,8 @@ import pytest
 
 from hwperfd.client import ProcessCounters, spec, user
 from structs import HWPERF_CNTEN_E, HWPERF_CNTEN_K, HWPERF_CNTEN_U
-from tests.conftest import NOBODY
-from tests.syssgi.helpers import process_state, wait_for
+from tests.conftest import NOBODY, run_as_nobody
+from tests.waiting import process_state, wait_for
 
 CYCLES_PER_MS = 200_000
 U, K, E = HWPERF_CNTEN_U, HWPERF_CNTEN_K, HWPERF_CNTEN_E
@@ -40,15 +40,11 @@ def cycles(mode: int, user_ms: int, system_ms: int) -> int:
 
 
 @pytest.fixture
-def me(manual_mount, control):
-    """This (root) process's file; whatever it holds is released afterwards."""
-    pc = ProcessCounters(mount=manual_mount.path)
-    yield pc
-    try:
-        pc.release()
-    except OSError:
-        pass
-    pc.close()
+def me(control, counters):
+    """This (root) process's file; whatever it holds is released afterwards.
+    Asked for after ``control``, so it is released before ``control`` checks
+    that system mode is free (fixtures end in the reverse order)."""
+    return counters
 
 
 def system_held(mount) -> bool:
@@ -125,7 +121,7 @@ def test_proc_will_not_take_system_mode_while_user_counters_run(me, control, man
 
         # Switched out (stopped), it no longer blocks system mode, and is displaced.
         busy.send_signal(signal.SIGSTOP)
-        wait_for(lambda: process_state(busy.pid) == "T")
+        assert wait_for(lambda: process_state(busy.pid) == "T")
         system_gen = me.enable({0: spec(0, K)})
         assert system_gen > 0 and system_held(manual_mount)
         displaced_gen, counts = looping.read()
@@ -153,7 +149,7 @@ def test_switched_out_user_counters_are_displaced_and_stay_off(me, control, manu
         gens = [f.enable({0: user(0), 16: user(0)}) for f in files]
         manual_mount.control(f"advance {sleeper.pid} 3ms")
         manual_mount.control(f"advance {second.pid} 4ms")
-        wait_for(lambda: process_state(sleeper.pid) == process_state(second.pid) == "S")
+        assert wait_for(lambda: process_state(sleeper.pid) == process_state(second.pid) == "S")
 
         me.enable({0: spec(0, K | E)})  # both switched out: system mode is granted
 
@@ -226,9 +222,5 @@ def test_unprivileged_kernel_mode_is_eperm_even_while_system_mode_is_held(
         "    try:\n        pc.enable({0: spec(0, mode)})\n"
         "    except OSError as e:\n        print(errno.errorcode[e.errno])\n"
     )
-    interpreter, env = nobody_python
-    result = subprocess.run(
-        NOBODY + [interpreter, "-c", code], capture_output=True, text=True,
-        env={**env, "HWPERFD_MOUNT": str(manual_mount.path)},
-    )  # fmt: skip
+    result = run_as_nobody(nobody_python, "-c", code, mount=manual_mount)
     assert result.stdout.split() == ["EPERM", "EPERM", "EBUSY"], result.stderr

@@ -10,14 +10,13 @@ every call, HWPERF_RELSYSCNTRS returns 0.  Profiling is not emulated: ENOTSUP.
 
 import errno
 import fcntl
-import subprocess
 
 import pytest
 
 import structs
 from hwperfd.client import Control, ProcessCounters, pack_request, spec, user
 from structs import HWPERF_CNTEN_E, HWPERF_CNTEN_K, HWPERF_CNTEN_S, HWPERF_CNTEN_U
-from tests.conftest import NOBODY
+from tests.conftest import run_as_nobody
 
 CYCLES_PER_MS = 200_000
 U, K, E = HWPERF_CNTEN_U, HWPERF_CNTEN_K, HWPERF_CNTEN_E
@@ -167,11 +166,7 @@ def test_control_node_ioctls_are_for_root_only(manual_mount, nobody_python):
         "try:\n    Control()\n"
         "except OSError as e:\n    print(errno.errorcode[e.errno])\n"
     )
-    interpreter, env = nobody_python
-    result = subprocess.run(
-        NOBODY + [interpreter, "-c", code], capture_output=True, text=True,
-        env={**env, "HWPERFD_MOUNT": str(manual_mount.path)},
-    )  # fmt: skip
+    result = run_as_nobody(nobody_python, "-c", code, mount=manual_mount)
     assert result.stdout.strip() == "EACCES", result.stderr
 
 
