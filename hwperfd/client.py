@@ -248,6 +248,20 @@ class Control(_MountFile):
     def status(self) -> str:
         return self._read_text()
 
+    def fail(self, target: int | str, call: str, errno_name: str, times: int | str = 1) -> None:
+        """Make the next ``times`` calls (or ``"always"``) of ``call`` (an ioctl
+        name such as ``"PIOCGETEVCTRS"``, or ``"*"``) on ``target`` (a pid,
+        ``"control"`` or ``"*"``) fail with ``errno_name``; they change nothing."""
+        self.command(f"fail {target} {call} {errno_name} {times}")
+
+    def clear_faults(self) -> None:
+        self.command("faults clear")
+
+    def lose(self, pid: int) -> None:
+        """Take ``pid``'s counters away, as system mode would: they stop and
+        its generation goes up."""
+        self.command(f"lose {pid}")
+
     def enable_system(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
         """HWPERF_ENSYSCNTRS: forcibly acquire the counters in system mode."""
         return self._ioctl(structs.HWIOC_ENSYSCNTRS, pack_request(specs, thresholds, signal))[0]

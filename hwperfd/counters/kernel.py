@@ -242,6 +242,15 @@ class CounterKernel:
         self._catch_up(record)
         record.state = State.RELEASED
 
+    def lose(self, pid: int) -> int:
+        """Take a process's counters away, as system mode would (for tests of
+        clients that must notice); returns the new generation."""
+        record = self._procs.get(pid)
+        if record is None or record.state is not State.ENABLED:
+            raise self._not_in_use(pid)
+        self._displace(record)
+        return record.generation
+
     def save_child_counts(self, caller: Caller, parent: Task, child_pid: int) -> None:
         """PIOCSAVECCNTRS: add ``child_pid``'s counts to ``parent`` when it exits."""
         self._check_access(caller, parent)
@@ -499,10 +508,7 @@ class CounterKernel:
 
     def _acquire_system(self, request: CounterRequest, owner: int | None) -> int:
         for record in self._enabled():
-            # Displaced users will not count again until explicitly restarted.
-            self._catch_up(record)
-            record.state = State.LOST
-            record.generation += 1
+            self._displace(record)
         self._system_generation += 1
         self._system = _SystemRecord(
             request,
@@ -512,6 +518,13 @@ class CounterKernel:
             [self.time.cpu_times(i) for i in range(len(self.cpus))],
         )
         return self._system_generation
+
+    def _displace(self, record: _ProcessRecord) -> None:
+        """Displaced users will not count again until explicitly restarted;
+        the new generation tells their readers."""
+        self._catch_up(record)
+        record.state = State.LOST
+        record.generation += 1
 
     def _release_system(self) -> None:
         system = self._require_system()

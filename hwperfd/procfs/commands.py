@@ -7,6 +7,10 @@ open it for writing.  The root-only control node also takes::
     advance-cpu CPU USER [SYSTEM]   manual clock: an emulated CPU was busy
     profile PID NAME [kind=rate ...]
     default-profile NAME [kind=rate ...]
+    fail PID|control|* CALL|* ERRNO [TIMES|always]
+                                    the next TIMES calls (default 1) answer ERRNO
+    faults clear                    disarm every fault
+    lose PID                        take PID's counters away, as system mode would
 
 Durations are nanoseconds, or a number with ns, us, ms or s.
 """

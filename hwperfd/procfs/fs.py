@@ -21,6 +21,7 @@ from hwperfd.counters.kernel import CounterKernel
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
 from hwperfd.ioctl.calls import IoctlCall
+from hwperfd.ioctl import faults
 from hwperfd.ioctl.errno_map import to_oserror
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
@@ -67,6 +68,7 @@ class ProcFs(pyfuse3.Operations):
         self.mount = mount
         self._proc_ioctls = ProcIoctls(kernel)
         self._syssgi_ioctls = SyssgiIoctls(kernel)
+        self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
         # must land before a request that may depend on them.
@@ -183,7 +185,7 @@ class ProcFs(pyfuse3.Operations):
                     self._control_command(words)
                 else:
                     self._process_command(inode - _PID_BASE, words)
-        except (commands.CommandError, ValueError) as exc:
+        except (commands.CommandError, faults.FaultError, ValueError) as exc:
             log.info("refused command %r: %s", bytes(buf[:200]), exc)
             raise pyfuse3.FUSEError(errno.EINVAL) from None
         except CounterError as exc:
@@ -206,7 +208,9 @@ class ProcFs(pyfuse3.Operations):
     def _render(self, inode: int) -> str:
         self._catch_up_events()
         if inode == CONTROL_INODE:
-            return control_summary(self.kernel, self.clock.name, self.mount)
+            return control_summary(self.kernel, self.clock.name, self.mount) + "".join(
+                line + "\n" for line in self.faults.describe()
+            )
         pid = inode - _PID_BASE
         info = processes.read_process(pid)
         return process_summary(pid, info.comm if info else "exited", self.kernel)
@@ -241,14 +245,32 @@ class ProcFs(pyfuse3.Operations):
             self.kernel.set_profile(pid, WorkloadProfile.parse(" ".join(args[1:])))
         elif verb == "default-profile" and args:
             self.kernel.default_profile = WorkloadProfile.parse(" ".join(args))
+        elif verb == "fail":
+            self._arm_fault(args)
+        elif verb == "faults" and args == ["clear"]:
+            self.faults.clear()
+        elif verb == "lose" and len(args) == 1:
+            self.kernel.lose(commands.integer(args[0], "pid"))
         else:
             raise commands.CommandError(f"unknown command {' '.join(words)!r}")
+
+    def _arm_fault(self, args: list[str]) -> None:
+        if len(args) not in (3, 4):
+            raise commands.CommandError("usage: fail PID|control|* CALL|* ERRNO [TIMES|always]")
+        target: int | str = args[0]
+        if target not in (faults.ANY, faults.CONTROL):
+            target = commands.integer(args[0], "pid")
+            if processes.read_process(target) is None:
+                raise commands.CommandError(f"no process {target}")
+        times = 1 if len(args) == 3 else faults.ALWAYS if args[3] == "always" else commands.integer(args[3], "times")
+        self.faults.arm(target, args[1], faults.parse_errno(args[2]), times)
 
     # -- ioctl (through the bridge) ---------------------------------------------------
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         self._catch_up_events()
+        self.faults.check(faults.CONTROL if ino == CONTROL_INODE else ino - _PID_BASE, cmd)
         if ino == CONTROL_INODE:
             reply = self._syssgi_ioctls(call)
         elif ino >= _PID_BASE:

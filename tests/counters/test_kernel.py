@@ -259,3 +259,21 @@ def test_enable_ex_may_not_reuse_a_generation(kernel, ledger):
         kernel.enable(me(p), p, user(0), Restore(5, (9,) * 32))
     assert kernel.read(me(p), p)[0] == 5
     assert kernel.enable(me(p), p, user(0), Restore(6, (9,) * 32)) == 6
+
+
+def test_lose_displaces_one_process_like_system_mode(kernel, ledger):
+    p, q = Proc(50), Proc(51)
+    ledger.run(50, 0)
+    ledger.run(51, 0)
+    gen = kernel.enable(me(p), p, user(0))
+    kernel.enable(me(q), q, user(0))
+    ledger.run(50, MS)
+    assert kernel.lose(50) == gen + 1
+    ledger.run(50, MS)
+    ledger.run(51, MS)
+    assert kernel.read(me(p), p) == (gen + 1, (200_000,) + (0,) * 31)  # frozen when lost
+    assert kernel.read(me(q), q)[1][0] == 200_000  # the other one counts on
+    assert kernel.view(50).state is State.LOST
+    with pytest.raises(NotInUse):
+        kernel.lose(50)
+    assert kernel.enable(me(p), p, user(0)) == gen + 2

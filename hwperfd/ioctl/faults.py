@@ -1,0 +1,96 @@
+"""Failures on purpose: ioctls made to answer an errno the caller chose.
+
+Counter clients have error paths (EBUSY from a held PMU, EINTR, a vanished
+process) that a healthy PMU never takes.  Root arms them through the control
+node; an armed call fails before it reaches the kernel model, so - like any
+refused call - it changes nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+
+import structs
+
+ANY = "*"
+CONTROL = "control"
+ALWAYS = -1
+
+# Names a fault may be armed for: the /proc calls and the syssgi sub-commands.
+CALLS: dict[str, int] = {
+    **{
+        name: getattr(structs, name)
+        for name in ("PIOCENEVCTRS", "PIOCRELEVCTRS", "PIOCGETEVCTRS", "PIOCGETPREVCTRS", "PIOCGETEVCTRL",
+                     "PIOCSETEVCTRL", "PIOCSAVECCNTRS")
+    },  # fmt: skip
+    "PIOCENEVCTRSEX": structs.HWPERFD_PIOCENEVCTRSEX,
+    "PIOCGETEVCTRLEX": structs.HWPERFD_PIOCGETEVCTRLEX,
+    **{
+        name: getattr(structs, "HWIOC_" + name[len("HWPERF_"):])
+        for name in ("HWPERF_PROFENABLE", "HWPERF_ENSYSCNTRS", "HWPERF_GET_CPUCNTRS", "HWPERF_PROF_CTR_SUSP",
+                     "HWPERF_PROF_CTR_CONT", "HWPERF_RELSYSCNTRS", "HWPERF_GET_SYSCNTRS", "HWPERF_GET_SYSEVCTRL",
+                     "HWPERF_SET_SYSEVCTRL")
+    },  # fmt: skip
+}
+_NAMES = {cmd: name for name, cmd in CALLS.items()}
+_NAMES[structs.PIOCENEVCTRSEX] = "PIOCENEVCTRSEX"  # IRIX's pointer forms count as the same calls
+_NAMES[structs.PIOCGETEVCTRLEX] = "PIOCGETEVCTRLEX"
+
+
+class FaultError(ValueError):
+    """A fault that cannot be armed; the message says why."""
+
+
+@dataclass
+class Fault:
+    target: int | str  # a pid, CONTROL or ANY
+    call: str  # a name in CALLS, or ANY
+    code: int
+    times: int  # ALWAYS, or how many calls are left
+
+    def describe(self) -> str:
+        left = "always" if self.times == ALWAYS else f"x{self.times}"
+        return f"fault {self.target} {self.call} {errno.errorcode[self.code]} {left}"
+
+
+def parse_errno(name: str) -> int:
+    code = getattr(errno, name, None) if name.isupper() and name.startswith("E") else None
+    if not isinstance(code, int) or code not in errno.errorcode:
+        raise FaultError(f"not an errno name: {name[:20]!r}")
+    if code == errno.ENOSYS:
+        # FUSE takes ENOSYS from an ioctl as "no ioctl support" and never asks again.
+        raise FaultError("ENOSYS would turn off every ioctl on the mount; choose another errno")
+    return code
+
+
+class FaultPlan:
+    def __init__(self) -> None:
+        self._faults: list[Fault] = []
+
+    def arm(self, target: int | str, call: str, code: int, times: int) -> None:
+        if call != ANY and call not in CALLS:
+            raise FaultError(f"unknown call {call[:40]!r} (one of {', '.join(CALLS)} or *)")
+        if times != ALWAYS and times < 1:
+            raise FaultError("a fault fires at least once")
+        self._faults.append(Fault(target, call, code, times))
+
+    def clear(self) -> None:
+        self._faults.clear()
+
+    def check(self, target: int | str, cmd: int) -> None:
+        """Raise the errno of the first armed fault matching this call."""
+        if not self._faults:
+            return
+        call = _NAMES.get(cmd)
+        for fault in self._faults:
+            if fault.target not in (ANY, target) or fault.call not in (ANY, call):
+                continue
+            if fault.times != ALWAYS:
+                fault.times -= 1
+                if fault.times == 0:
+                    self._faults.remove(fault)
+            raise OSError(fault.code, f"failed on purpose ({fault.describe()})")
+
+    def describe(self) -> list[str]:
+        return [fault.describe() for fault in self._faults]
