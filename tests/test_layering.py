@@ -17,6 +17,7 @@ ALLOWED = {
     "hwperfd.procfs": {"hwperfd.ioctl", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     # Tools are clients: they speak to the mount, never to the daemon's insides.
     "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},
+    "hwperfd.ec": {"hwperfd.client", "hwperfd.cpu", "hwperfd.perfex", "structs"},
     "hwperfd.client": {"structs"},
 }
 
