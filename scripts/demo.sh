@@ -30,4 +30,6 @@ echo "--- perfex -y on a shell pipeline:"
 perfex -y -e 0 -e 25 sh -c 'seq 300000 | sort -n | tail -1'
 echo "--- the system-wide view, through syssgi(SGI_EVENTCTR, ...):"
 examples/bin/syssgi_sys 2>&1 | head -20 || true
+echo "--- the global counters with IRIX's ecadmin and ecstats:"
+ecadmin -e cycles,25 && ecstats -a -s 1 1 && ecadmin -r
 echo "hwperfd is mounted at $mount; stop it with: kill \$(pgrep -f 'python3 -m hwperfd')"
