@@ -143,14 +143,22 @@ def test_exec_and_threads() -> None:
                 t.start()
                 t.join()
                 p = subprocess.Popen(["true"])
+                me = os.getpid()
+                # join() returns before the OS thread is gone: its exit event may
+                # come after the child's, so wait for both.
+                waiting = {"child", "thread"}
+
+                def both_exited(ev) -> bool:
+                    if isinstance(ev, ExitEvent) and ev.pid == p.pid:
+                        waiting.discard("child")
+                    if isinstance(ev, ExitEvent) and ev.tgid == me and ev.pid != me:
+                        waiting.discard("thread")
+                    return not waiting
+
                 try:
-                    seen = await _collect_until(
-                        events,
-                        lambda ev: isinstance(ev, ExitEvent) and ev.pid == p.pid,
-                    )
+                    seen = await _collect_until(events, both_exited)
                 finally:
                     p.wait()
-        me = os.getpid()
         assert ExecEvent(p.pid, p.pid) in seen
         thread_forks = [
             e for e in seen if isinstance(e, ForkEvent) and e.child_tgid == me
