@@ -150,6 +150,14 @@ def spec_word(event: int, mode: int, ie: bool = False) -> int:
     return (event << HWPERF_EVSHIFT) | (HWPERF_CNTEN_IE if ie else 0) | mode
 
 
+_MODE_LETTERS = ((HWPERF_CNTEN_U, "u"), (HWPERF_CNTEN_S, "s"), (HWPERF_CNTEN_K, "k"), (HWPERF_CNTEN_E, "x"))
+
+
+def mode_text(mode: int) -> str:
+    """The count-enable bits as letters: u, s (supervisor), k, x (exception level); "-" for none."""
+    return "".join(letter for bit, letter in _MODE_LETTERS if mode & bit) or "-"
+
+
 def spec_fields(word: int) -> tuple[int, bool, int]:
     """Split a ``hwperf_spec`` word into (event, ie, mode)."""
     word &= 0xFFFF

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from hwperfd.counters.errors import InvalidRequest, NotPermitted
-from hwperfd.cpu.pmu import MODE_EXL, MODE_K, MODE_S, MODE_U, ControlWord, CpuSet
+from hwperfd.cpu.pmu import MODE_K, MODE_S, ControlWord, CpuSet
 
 SLOTS = 32
 SLOTS_PER_COUNTER = 16
@@ -112,9 +112,3 @@ def _slots(values) -> tuple[int, ...]:
     values = tuple(values)
     return values + (0,) * (SLOTS - len(values)) if len(values) <= SLOTS else values
 
-
-MODE_NAMES = ((MODE_U, "u"), (MODE_S, "s"), (MODE_K, "k"), (MODE_EXL, "x"))
-
-
-def mode_text(mode: int) -> str:
-    return "".join(name for bit, name in MODE_NAMES if mode & bit) or "-"

@@ -32,12 +32,6 @@ from hwperfd.perfex import report as reports
 
 MODE = structs.HWPERF_CNTEN_U | structs.HWPERF_CNTEN_K
 PER_COUNTER = plans.SLOTS_PER_COUNTER
-_MODE_LETTERS = (
-    (structs.HWPERF_CNTEN_U, "u"),
-    (structs.HWPERF_CNTEN_S, "s"),
-    (structs.HWPERF_CNTEN_K, "k"),
-    (structs.HWPERF_CNTEN_E, "x"),
-)
 EXIT_ERROR = 1
 
 Say = Callable[[str], None]
@@ -208,8 +202,7 @@ class Slot:
     @property
     def modes(self) -> str:
         """``uk`` for ecadmin's words; ``x`` is exception level, ``s`` supervisor."""
-        mode = structs.spec_fields(self.spec)[2]
-        return "".join(letter for bit, letter in _MODE_LETTERS if mode & bit)
+        return structs.mode_text(structs.spec_fields(self.spec)[2])
 
 
 def decode(specs: Sequence[int] | Mapping[int, int], cpu_type: str) -> list[Slot]:

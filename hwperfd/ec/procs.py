@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hwperfd.host import processes
+
 STATE_LINE = re.compile(r"^counters (\w+), (\w+) mode, generation (\d+)", re.M)
 _GONE = (errno.ENOENT, errno.ESRCH)
 
@@ -87,23 +89,18 @@ class PsRow:
 
 def ps_row(pid: int, now: float | None = None) -> PsRow | None:
     """None when the process has gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        owner = os.stat(f"/proc/{pid}").st_uid
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+    info = processes.read_process(pid)
+    ticks = processes.read_cpu_ticks(pid)
+    argv = processes.read_cmdline(pid)
+    if info is None or ticks is None or argv is None:
         return None
-    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-    fields = stat[stat.rindex(")") + 2 :].split()
-    ppid, tty_nr = int(fields[1]), int(fields[4])
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu_seconds = (int(fields[11]) + int(fields[12])) // ticks
-    started = _boot_time() + int(fields[19]) / ticks
-    cmd = " ".join(a.decode(errors="replace") for a in argv if a) or f"[{comm}]"
+    started = (processes.boot_time_epoch_ns() + info.start_time_ns) / 1e9
+    cmd = " ".join(argv) or f"[{info.comm}]"
     cmd = "".join(c if c.isprintable() else "?" for c in cmd)  # as ps(1): one line per process
     return PsRow(
-        _user(owner), pid, ppid, _stime(started, now or time.time()), _tty(tty_nr), _cpu_time(cpu_seconds), cmd, comm
-    )
+        _user(info.euid), pid, info.ppid, _stime(started, now or time.time()), _tty(info.tty_nr),
+        _cpu_time(sum(ticks) // processes.CLOCK_TICKS), cmd, info.comm,
+    )  # fmt: skip
 
 
 def _user(uid: int) -> str:
@@ -111,13 +108,6 @@ def _user(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
-
-
-def _boot_time() -> float:
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("btime "):
-            return float(line.split()[1])
-    return 0.0
 
 
 def _stime(started: float, now: float) -> str:

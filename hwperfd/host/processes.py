@@ -48,7 +48,7 @@ _O_DIR = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY
 
 # Field numbers of proc(5) stat, as indexes into the fields after "comm)".
 # Field n (1-based, pid = 1, comm = 2) is at index n - 3.
-_STATE, _PPID, _PGRP, _SESSION = 0, 1, 2, 3
+_STATE, _PPID, _PGRP, _SESSION, _TTY_NR = 0, 1, 2, 3, 4
 _MINFLT, _MAJFLT = 7, 9
 _UTIME, _STIME = 11, 12
 _NUM_THREADS = 17
@@ -162,6 +162,7 @@ class ProcessInfo:
     processor: int  # CPU it last ran on (stat field 39)
     start_time_ns: int  # since boot (stat field 22, USER_HZ ticks -> ns)
     comm: str
+    tty_nr: int = 0  # controlling terminal's device number, 0 for none (stat field 7)
 
     @property
     def zombie(self) -> bool:
@@ -218,6 +219,7 @@ def read_process(pid: int) -> ProcessInfo | None:
             processor=int(st[_PROCESSOR]),
             start_time_ns=int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS,
             comm=comm.decode("utf-8", "replace"),
+            tty_nr=int(st[_TTY_NR]),
         )
     except (OSError, ValueError, IndexError, KeyError):
         return None
@@ -387,6 +389,15 @@ class Usage:
     inblock: int  # io read_bytes / 512: estimate of block reads
     oublock: int  # io write_bytes / 512: estimate of block writes
     syscalls: int  # syscr + syscw: Linux counts no other system calls
+
+
+def read_cmdline(pid: int) -> list[str] | None:
+    """The arguments, [] for a kernel thread or zombie, None if gone."""
+    try:
+        data = _read(f"{PROC}/{pid}/cmdline")
+    except OSError:
+        return None
+    return [arg.decode("utf-8", "replace") for arg in data.split(b"\0") if arg]
 
 
 def boot_time_epoch_ns() -> int:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hwperfd.counters.kernel import CounterKernel, CounterView
-from hwperfd.counters.request import SLOTS_PER_COUNTER, CounterRequest, mode_text
+from hwperfd.counters.request import SLOTS_PER_COUNTER, CounterRequest
+from structs import mode_text
 
 
 def process_summary(pid: int, comm: str, kernel: CounterKernel) -> str:
