@@ -100,7 +100,7 @@ class Daemon:
         while True:
             await trio.sleep(REAP_INTERVAL)
             self._catch_up_events()
-            for pid in self.kernel.known():
+            for pid in set(self.kernel.known()) | self.fs.faults.pids():
                 if not processes.exists(pid):
                     self._gone(pid)
 
@@ -128,6 +128,7 @@ class Daemon:
         # Its exit event may still be queued: apply it first, or the reaper
         # would free the counts before they reach the parent.
         self._catch_up_events()
+        self.fs.faults.forget(pid)
         if self.kernel.is_tracked(pid):
             self._reaped(pid)
         else:

@@ -34,7 +34,6 @@ class ControlBlock:
     counts: list[int] = field(default_factory=lambda: [0] * SLOTS)
     active_ns: list[int] = field(default_factory=lambda: [0] * SLOTS)
     enabled_ns: int = 0
-    overflows: list[int] = field(default_factory=lambda: [0] * SLOTS)
     _saved: list[CounterState] = field(default_factory=lambda: [CounterState()] * SLOTS)
     _mux: list[_Multiplex] = field(default_factory=lambda: [_Multiplex() for _ in range(COUNTERS_PER_CPU)])
 
@@ -58,7 +57,6 @@ class ControlBlock:
             if old.specs[i] != request.specs[i] or old.thresholds[i] != request.thresholds[i]:
                 self.counts[i] = 0
                 self.active_ns[i] = 0
-                self.overflows[i] = 0
                 self.preset(i)
         for counter in range(COUNTERS_PER_CPU):
             if old.on_counter(counter) != request.on_counter(counter):
@@ -87,7 +85,6 @@ class ControlBlock:
                 self.counts[slot] += burst.events
                 self.active_ns[slot] += ns
                 if threshold:
-                    self.overflows[slot] += burst.overflows
                     signalled += burst.overflows
         return signalled
 

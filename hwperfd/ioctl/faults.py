@@ -92,5 +92,12 @@ class FaultPlan:
                     self._faults.remove(fault)
             raise OSError(fault.code, f"failed on purpose ({fault.describe()})")
 
+    def pids(self) -> set[int]:
+        return {f.target for f in self._faults if isinstance(f.target, int)}
+
+    def forget(self, pid: int) -> None:
+        """The process is gone: its faults must not fall on a later one with its pid."""
+        self._faults = [f for f in self._faults if f.target != pid]
+
     def describe(self) -> list[str]:
         return [fault.describe() for fault in self._faults]

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from hwperfd.client import Control, ProcessCounters, user
+from tests.waiting import wait_for
 
 CYCLES_PER_MS = 200_000
 
@@ -139,3 +140,15 @@ def test_a_fault_reaches_a_c_client_as_its_errno(manual_mount, examples, control
     # The man page's example exits with errno after perror(3), which may change it.
     assert returncode != 0
     assert "PIOCGETEVCTRS returns error: Interrupted system call" in err
+
+
+def test_faults_of_a_process_go_with_it(manual_mount, control):
+    """A pid is reused: a fault armed for the process that had it must not
+    fall on the next one."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    control.fail(child.pid, "*", "EIO", "always")
+    control.fail("*", "PIOCGETEVCTRL", "EAGAIN", "always")
+    assert len(armed(control)) == 2
+    child.kill()
+    child.wait()
+    assert wait_for(lambda: armed(control) == ["fault * PIOCGETEVCTRL EAGAIN always"])
