@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from hwperfd.counters.errors import NoSuchProcess
 from hwperfd.counters.kernel import Caller
 from hwperfd.host import processes
 
 
-@dataclass(frozen=True)
-class IoctlCall:
+class IoctlCall(NamedTuple):
+    """One ioctl request, built for every call (a frozen dataclass costs more)."""
+
     cmd: int
     arg: int
     data: bytes
