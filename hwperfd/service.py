@@ -6,10 +6,11 @@ that ``hwperfd --help`` and set-up errors need neither FUSE nor root.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
-import os
 import signal
+import time
 from fractions import Fraction
 
 # The ioctl bridge must be loaded before pyfuse3 (it interposes on libfuse).
@@ -20,6 +21,7 @@ import trio
 
 from hwperfd.clock import ManualClock, RealClock
 from hwperfd.counters.kernel import CounterKernel
+from hwperfd.counters.lifecycle import Event, Execed, Exited, Forked, Lifecycle, Lost
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.daemon import SetupError, notify
 from hwperfd.host import procevents, processes, taskstats
@@ -28,8 +30,11 @@ from hwperfd.signals import SignalSender
 
 log = logging.getLogger("hwperfd")
 
-REAP_INTERVAL = 1.0
+REAP_INTERVAL = 1.0  # the sweep's pace without process events
+SWEEP_INTERVAL = 60.0  # with them: the sweep is only a safety net
 ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
+MAX_ZOMBIE_INTERVAL = 1.0
+EVENT_RCVBUF = 32 << 20  # both netlink streams: room for a fork storm between two drains
 SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
 LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
 
@@ -44,8 +49,9 @@ class Daemon:
         self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
         self.signals = SignalSender()
         self.kernel = CounterKernel(
-            self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe
+            self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe, gone=self._gone
         )
+        self.lifecycle = Lifecycle(self.kernel, processes, self.clock, now=time.monotonic)
         self.events: procevents.ProcessEvents | None = None
         self.accounting: taskstats.ExitAccounting | None = None
         # Set when a request may have armed overflow signals, or a process
@@ -70,6 +76,11 @@ class Daemon:
         if self._controls_changed is not None:
             self._controls_changed.set()
 
+    def _gone(self, pid: int) -> None:
+        """The kernel let a process's state go: so does everything else kept for it."""
+        self.signals.forget(pid)
+        self.fs.faults.forget(pid)
+
     def _time_moved(self, pid: int) -> None:
         # Under the manual clock, overflow signals follow the advance at once.
         self.kernel.catch_up([pid] if pid >= 0 else [])
@@ -81,7 +92,7 @@ class Daemon:
             # follow-on answering (--linger) requires it.
             nursery.start_soon(pyfuse3.main, 1, 1)
             nursery.start_soon(self.signals.run)
-            nursery.start_soon(self._reap)
+            nursery.start_soon(self._sweep)
             nursery.start_soon(self._reap_zombies)
             nursery.start_soon(self._follow_processes)
             if isinstance(self.clock, RealClock):
@@ -95,14 +106,18 @@ class Daemon:
                     break
             nursery.cancel_scope.cancel()
 
-    async def _reap(self) -> None:
-        """Free the state of processes that are gone (zombies stay until reaped)."""
+    async def _sweep(self) -> None:
+        """The safety net under the events: once a minute (every second when
+        there are no process events to learn ends from) let go of processes
+        whose end was never heard."""
         while True:
-            await trio.sleep(REAP_INTERVAL)
+            await trio.sleep(SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL)
             self._catch_up_events()
-            for pid in set(self.kernel.known()) | self.fs.faults.pids():
+            if self.lifecycle.sweep():
+                self.fs.changed()
+            for pid in self.fs.faults.pids():
                 if not processes.exists(pid):
-                    self._gone(pid)
+                    self.fs.faults.forget(pid)
 
     async def _tick(self) -> None:
         """Catch up processes that asked for overflow signals, every clock tick
@@ -117,117 +132,90 @@ class Daemon:
             await trio.sleep(SIGNAL_TICK)
 
     async def _reap_zombies(self) -> None:
+        """Fold zombies their parents have reaped: soon after the exit, then
+        less and less often while they stay (a request on a parent folds its
+        own at once, so this pace only matters to nobody waiting)."""
+        delay = ZOMBIE_INTERVAL
         while True:
-            if not self.kernel.exited():
+            if not self.lifecycle.zombies():
                 self._exits_seen = trio.Event()
                 await self._exits_seen.wait()
-            await trio.sleep(ZOMBIE_INTERVAL)
+                delay = ZOMBIE_INTERVAL
+            await trio.sleep(delay)
             self._catch_up_events()
-
-    def _gone(self, pid: int) -> None:
-        # Its exit event may still be queued: apply it first, or the reaper
-        # would free the counts before they reach the parent.
-        self._catch_up_events()
-        self.fs.faults.forget(pid)
-        if self.kernel.is_tracked(pid):
-            self._reaped(pid)
-        else:
-            self.kernel.forget(pid)  # a profile set on a process that never counted
-
-    def _reaped(self, pid: int) -> None:
-        # Children it reaped before it went are its to fold first.
-        self._fold_reaped_children(pid)
-        parent = self.kernel.parent_of(pid)
-        # A zombie parent still did its waiting before it exited.
-        self.kernel.reaped(pid, parent_alive=bool(parent) and os.path.exists(f"/proc/{parent}"))
-        self.clock.forget(pid)
-
-    def _note_comm(self, pid: int) -> None:
-        # Names are read while the process lives: it may be reaped before its exit is heard.
-        if self.kernel.is_tracked(pid):
-            info = processes.read_process(pid)
-            if info is not None:
-                self.kernel.note_comm(pid, info.comm)
-
-    def _fold_reaped_children(self, pid: int) -> None:
-        for child in self.kernel.exited():
-            if self.kernel.parent_of(child) == pid and not os.path.exists(f"/proc/{child}"):
-                self._fold_reaped_children(child)
-                self.kernel.reaped(child, parent_alive=True)
-                self.clock.forget(child)
+            if self.lifecycle.settle():
+                self.fs.changed()
+                delay = ZOMBIE_INTERVAL
+            else:
+                delay = min(delay * 2, MAX_ZOMBIE_INTERVAL)
 
     async def _follow_processes(self) -> None:
-        """Forks from the kernel's process-events connector; exits from
-        taskstats, which also gives each exiting process's final CPU time."""
+        """Forks and execs from the kernel's process-events connector; exits
+        from taskstats, which also gives each exiting process's final CPU time."""
         if not procevents.available():
             log.info("process events connector unavailable: no fork/exit inheritance")
             return
         async with contextlib.AsyncExitStack() as stack:
             if taskstats.available():
-                self.accounting = await stack.enter_async_context(taskstats.ExitAccounting())
+                self.accounting = await stack.enter_async_context(taskstats.ExitAccounting(EVENT_RCVBUF))
             else:
                 log.info("taskstats unavailable: a child reaped at once may lose its last CPU time")
-            self.events = await stack.enter_async_context(procevents.ProcessEvents())
+            self.events = await stack.enter_async_context(procevents.ProcessEvents(EVENT_RCVBUF))
             try:
                 async for event in self.events:
-                    self._catch_up_events(event)
+                    self._catch_up_events(None, event)
             finally:
                 self.events = self.accounting = None
 
-    def _catch_up_events(self, first: procevents.ProcessEvent | None = None) -> None:
-        """Apply what the kernel has reported, in an order that keeps counts:
-        forks first (a child must be tracked before its exit is applied), then
-        exits, then fold zombies reaped since - a parent that has just returned
+    def _catch_up_events(self, pid: int | None = None, first: procevents.ProcessEvent | None = None) -> None:
+        """Apply what the kernel has reported (``Lifecycle`` orders it), then
+        fold ``pid``'s children reaped since: a parent that has just returned
         from wait(2) must see its child's counts.
 
         Exits come from taskstats when it is there: the kernel queues them
         before the parent can be woken, while the connector's exit event comes
         after it (do_exit: taskstats_exit, exit_notify, proc_exit_connector).
         """
+        changed = False
         if self.events is not None:
-            exits = self._take_accounting()
-            events = ([first] if first is not None else []) + self.events.drain_nowait()
-            for event in events:
-                if isinstance(event, procevents.ForkEvent) and event.child_pid == event.child_tgid:
-                    self.kernel.fork(event.parent_tgid, event.child_tgid)
-                    self._note_comm(event.child_tgid)
-                elif isinstance(event, procevents.ExecEvent) and event.pid == event.tgid:
-                    self._note_comm(event.pid)
-            for record in exits:
-                self._exited(record.pid, record.ppid, record.comm)
-            for event in events:
-                if isinstance(event, procevents.ExitEvent) and event.pid == event.tgid:
-                    self._exited(event.pid, event.parent_tgid, "")
-        for pid in self.kernel.exited():
-            if not os.path.exists(f"/proc/{pid}"):
-                self._reaped(pid)
+            batch = self._exit_events()
+            for event in ([first] if first is not None else []) + self.events.drain_nowait():
+                if isinstance(event, procevents.ForkEvent):
+                    if event.child_pid == event.child_tgid:
+                        batch.insert(0, Forked(event.parent_tgid, event.child_tgid, event.cpu))
+                elif isinstance(event, procevents.ExecEvent):
+                    if event.pid == event.tgid:
+                        batch.append(Execed(event.pid))
+                elif isinstance(event, procevents.ExitEvent):
+                    if event.pid == event.tgid:
+                        batch.append(Exited(event.pid, event.parent_tgid))
+                else:
+                    batch.append(Lost())
+            if batch:
+                armed = self.fs.faults.pids()
+                for item in batch:
+                    if isinstance(item, Exited) and item.pid in armed:
+                        self.fs.faults.forget(item.pid)  # a later process may get the pid
+                zombies = self.lifecycle.zombies()
+                changed = self.lifecycle.apply(batch)
+                if self.lifecycle.zombies() > zombies and self._exits_seen is not None:
+                    self._exits_seen.set()
+        if pid is not None:
+            changed |= self.lifecycle.settle(pid)
+        if changed:
+            self.fs.changed()
 
-    def _take_accounting(self) -> list[taskstats.TaskExit]:
-        """Exit records: every process's final CPU time goes to the clock (the
-        fork that makes it interesting may not be applied yet)."""
+    def _exit_events(self) -> list[Event]:
         if self.accounting is None:
             return []
-        exits = []
+        batch: list[Event] = []
         for record in self.accounting.drain_nowait():
-            if isinstance(record, taskstats.TaskExit) and record.whole_group:
-                self.clock.exited(record.pid, record.user_ns, record.system_ns)
-                exits.append(record)
-        return exits
-
-    def _exited(self, pid: int, parent_hint: int, comm_hint: str) -> None:
-        if not self.kernel.is_tracked(pid) or self.kernel.has_exited(pid):
-            return
-        # Its counts must include the children it has already reaped.
-        self._fold_reaped_children(pid)
-        info = processes.read_process(pid)
-        if info is None:
-            # Reaped before we heard: its parent waited for it.
-            self.kernel.exit(pid, parent_hint, True, self.kernel.comm_of(pid) or comm_hint)
-            self._reaped(pid)
-            return
-        self.kernel.exit(pid, info.ppid, processes.waiting_for_child(info.ppid), info.comm)
-        if self._exits_seen is not None:
-            self._exits_seen.set()
+            if isinstance(record, taskstats.TaskExit):
+                if record.whole_group:
+                    batch.append(Exited(record.pid, record.ppid, record.comm, (record.user_ns, record.system_ns)))
+            else:
+                batch.append(Lost())
+        return batch
 
 
 def serve(args, mount: str) -> int:

@@ -2,97 +2,215 @@
 
 Signals 1..32 are standard signals and do not queue: sending a second while
 the first is still pending merges them.  The kernel model reports how many
-overflows happened; this sender keeps a count per (pid, signal) and sends the
-next one only once the target has taken the previous.
+overflows happened; this sender keeps a count per process and signal and
+sends the next one only once the target has taken the previous.
 
-Two bounds keep a client from making the daemon spin: at most ``MAX_OWED``
-signals are owed per (pid, signal) - beyond that they merge, as pending
-signals did on IRIX - and while every owed signal is still pending at its
-target (a handler that is slow, or a blocked signal) the sender polls less
-and less often, down to once per ``MAX_POLL`` seconds.
+A process is its pid and its start time: every signal goes through a pidfd
+opened on that process, so none can reach a later process that reuses the
+pid, and whatever is owed dies with the process (``forget``).  Before each
+signal the sender asks what kill(2) would: the user who armed the signal
+must still be allowed to signal the target (its real or saved uid is theirs),
+else the signals stop - a setuid program that became fully root is out of a
+user's reach, here as in the kernel.
+
+Bounds that keep a client from making the daemon spin or grow: at most
+``MAX_OWED`` signals are owed per process and signal - beyond that they
+merge, as pending signals did on IRIX; a signal the target ignores is
+dropped at once (delivering it would do nothing); and each target that still
+has the last one pending (blocked, or a slow handler) is looked at less and
+less often, down to once per ``MAX_BACKOFF`` seconds, so a thousand blocked
+targets cost what one does.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
+import signal
+import time
+from dataclasses import dataclass
 
 import trio
 
+from hwperfd.counters.kernel import Signal
+from hwperfd.host import processes
+
 log = logging.getLogger(__name__)
 
-MAX_OWED = 10_000  # per (pid, signal): 5 s of delivery at full speed
+MAX_OWED = 10_000  # per (process, signal): 5 s of delivery at full speed
 MIN_POLL = 0.0005
 MAX_POLL = 0.01  # the IRIX clock tick
+MAX_BACKOFF = 1.0  # longest a target with its signal still pending waits for a look
+_UNIGNORABLE = (signal.SIGKILL, signal.SIGSTOP)
 
 
-def _pending(pid: int, sig: int) -> bool:
+@dataclass
+class _Target:
+    """Signals owed to one process (pid and start), through one pidfd."""
+
+    pid: int
+    start: int
+    owner: tuple[int, int] | None
+    pidfd: int
+    owed: dict[int, int]  # signal -> count
+    next_look: float = 0.0
+    backoff: float = MIN_POLL
+
+
+@dataclass(frozen=True)
+class _Status:
+    pending: int  # mask of pending signals (thread and shared)
+    ignored: int
+    uids: tuple[int, ...]  # real, effective, saved, fs
+
+
+def _status(pid: int) -> _Status | None:
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith((b"SigPnd:", b"ShdPnd:")):
-                    if int(line.split()[1], 16) & (1 << (sig - 1)):
-                        return True
+            data = f.read()
     except OSError:
-        return False
-    return False
+        return None
+    pending = ignored = 0
+    uids: tuple[int, ...] = ()
+    for line in data.split(b"\n"):
+        if line.startswith((b"SigPnd:", b"ShdPnd:")):
+            pending |= int(line.split()[1], 16)
+        elif line.startswith(b"SigIgn:"):
+            ignored = int(line.split()[1], 16)
+        elif line.startswith(b"Uid:"):
+            uids = tuple(int(x) for x in line.split()[1:])
+    return _Status(pending, ignored, uids)
+
+
+def may_signal(owner: tuple[int, int] | None, uids: tuple[int, ...]) -> bool:
+    """kill(2)'s rule for the user who armed the signal: the target's real or
+    saved uid is theirs (root may signal anyone)."""
+    if owner is None:
+        return True
+    return len(uids) >= 3 and owner[0] in (uids[0], uids[2])
 
 
 class SignalSender:
     def __init__(self) -> None:
-        self._owed: Counter[tuple[int, int]] = Counter()
+        self._targets: dict[tuple[int, int], _Target] = {}
+        self._by_pid: dict[int, tuple[int, int]] = {}
         self._wakeup = trio.Event()
         self.sent = 0
         self.merged = 0  # owed beyond MAX_OWED, let go
+        self.dropped = 0  # owed to processes that went, ignored them, or left the owner's reach
         self.polls = 0
+        self.looks = 0  # status reads of targets
 
-    def owe(self, pid: int, sig: int, count: int) -> None:
+    def owe(self, owed: Signal) -> None:
         """Called by the kernel model from the trio thread."""
-        key = (pid, sig)
-        total = self._owed[key] + count
+        key = (owed.pid, owed.start)
+        target = self._targets.get(key)
+        if target is None:
+            if owed.pid in self._by_pid:
+                self.forget(owed.pid)  # a process that went: a later one has the pid
+            pidfd = processes.open_pidfd(owed.pid, owed.start) if owed.start else _open_any(owed.pid)
+            if pidfd is None:
+                self.dropped += owed.count
+                return
+            target = self._targets[key] = _Target(owed.pid, owed.start, owed.owner, pidfd, {})
+            self._by_pid[owed.pid] = key
+        target.owner = owed.owner
+        total = target.owed.get(owed.signal, 0) + owed.count
         if total > MAX_OWED:
             self.merged += total - MAX_OWED
             total = MAX_OWED
-        self._owed[key] = total
+        target.owed[owed.signal] = total
+        target.next_look, target.backoff = 0.0, MIN_POLL
         self._wakeup.set()
 
     def owed(self, pid: int, sig: int) -> int:
-        return self._owed.get((pid, sig), 0)
+        key = self._by_pid.get(pid)
+        target = self._targets.get(key) if key else None
+        return target.owed.get(sig, 0) if target else 0
+
+    def forget(self, pid: int) -> None:
+        """The process at ``pid`` is gone: what it was owed goes with it."""
+        key = self._by_pid.pop(pid, None)
+        target = self._targets.pop(key, None) if key else None
+        if target is not None:
+            self.dropped += sum(target.owed.values())
+            os.close(target.pidfd)
+
+    def targets(self) -> int:
+        return len(self._targets)
 
     async def run(self) -> None:
         delay = MIN_POLL
         while True:
-            if not self._owed:
+            if not self._targets:
                 await self._wakeup.wait()
                 self._wakeup = trio.Event()
                 delay = MIN_POLL
                 continue
             self.polls += 1
-            delay = MIN_POLL if self._send_round() else min(delay * 2, MAX_POLL)
-            await trio.sleep(delay)
+            now = time.monotonic()
+            delay = MIN_POLL if self._send_round(now) else min(delay * 2, MAX_POLL)
+            soonest = min(t.next_look for t in self._targets.values()) if self._targets else now
+            with trio.move_on_after(max(delay, soonest - now)):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
 
-    def _send_round(self) -> bool:
+    def _send_round(self, now: float) -> bool:
         """Send the next owed signal to every target that has taken the last;
         True if any was sent."""
         progressed = False
-        for key, count in list(self._owed.items()):
-            pid, sig = key
-            if _pending(pid, sig):
+        for key, target in list(self._targets.items()):
+            if target.next_look > now:
                 continue
-            try:
-                os.kill(pid, sig)
+            self.looks += 1
+            status = _status(target.pid)
+            if status is None or not processes.pidfd_alive(target.pidfd):
+                self.forget(target.pid)
+                continue
+            if not may_signal(target.owner, status.uids):
+                owner = target.owner[0] if target.owner else 0
+                log.info("pid %d left the reach of uid %d: its overflow signals stop", target.pid, owner)
+                self.forget(target.pid)
+                continue
+            sent_here = False
+            for sig, count in list(target.owed.items()):
+                bit = 1 << (sig - 1)
+                if status.ignored & bit and sig not in _UNIGNORABLE:
+                    del target.owed[sig]  # delivery would do nothing
+                    self.dropped += count
+                    continue
+                if status.pending & bit:
+                    continue
+                try:
+                    signal.pidfd_send_signal(target.pidfd, sig)
+                except ProcessLookupError:
+                    self.forget(target.pid)
+                    break
+                except OSError as exc:
+                    log.info("cannot send signal %d to %d: %s", sig, target.pid, exc)
+                    del target.owed[sig]
+                    continue
                 self.sent += 1
-                progressed = True
-            except ProcessLookupError:
-                del self._owed[key]
+                progressed = sent_here = True
+                status = _Status(status.pending | bit, status.ignored, status.uids)
+                if count <= 1:
+                    del target.owed[sig]
+                else:
+                    target.owed[sig] = count - 1
+            if key not in self._targets:
                 continue
-            except OSError as exc:
-                log.warning("cannot send signal %d to %d: %s", sig, pid, exc)
-                del self._owed[key]
-                continue
-            if count <= 1:
-                del self._owed[key]
+            if not target.owed:
+                self.forget(target.pid)
+            elif sent_here:
+                target.next_look, target.backoff = 0.0, MIN_POLL
             else:
-                self._owed[key] = count - 1
+                # Still pending there: look again later, later each time.
+                target.backoff = min(target.backoff * 2, MAX_BACKOFF)
+                target.next_look = now + target.backoff
         return progressed
+
+
+def _open_any(pid: int) -> int | None:
+    """A pidfd for whatever process is at ``pid`` (its start not known)."""
+    start = processes.read_start(pid)
+    return None if start is None else processes.open_pidfd(pid, start)

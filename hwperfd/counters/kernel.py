@@ -33,12 +33,40 @@ class TimeSource(Protocol):
 
 
 class Task(Protocol):
-    """What the kernel needs to know of a process (host ProcessInfo fits)."""
+    """What the kernel needs to know of a process (host ProcessInfo fits).
+
+    Optional, read with ``getattr``: ``start`` (its start time; with the pid,
+    the process's identity), ``euid``/``suid``/``gid``/``egid``/``sgid`` and
+    ``dumpable`` (the credentials the kernel's ptrace-read rule looks at).
+    """
 
     pid: int
     uid: int
     pgid: int
     processor: int
+
+
+INT_MAX = 2**31 - 1  # generations travel as the ioctl's int return value
+
+#: How many folded descendants a process lists one by one (perfex -mp);
+#: beyond that their counts still add up, under one "others" entry.
+MAX_DESCENDANTS = 1024
+
+
+def start_of(target: object) -> int:
+    """The target's start time, 0 when unknown."""
+    return int(getattr(target, "start", 0) or 0)
+
+
+def ptrace_readable(uid: int, gid: int, target: object) -> bool:
+    """The kernel's PTRACE_MODE_READ rule for an unprivileged caller (what
+    /proc/<pid>/io asks): every uid and gid of the target equals the caller's,
+    and the target is dumpable (a setuid or setgid exec makes it not)."""
+    tuid = getattr(target, "uid")
+    uids = (tuid, getattr(target, "euid", tuid), getattr(target, "suid", tuid))
+    tgid = getattr(target, "gid", gid)
+    gids = (tgid, getattr(target, "egid", tgid), getattr(target, "sgid", tgid))
+    return all(u == uid for u in uids) and all(g == gid for g in gids) and bool(getattr(target, "dumpable", True))
 
 
 @dataclass(frozen=True)
@@ -66,8 +94,8 @@ class Restore:
         return not self.generation and not any(self.counts)
 
     def validate(self, request: CounterRequest) -> None:
-        if self.generation < 0:
-            raise InvalidRequest(f"negative generation {self.generation}")
+        if not 0 <= self.generation <= INT_MAX:
+            raise InvalidRequest(f"generation {self.generation} is outside 0..{INT_MAX}")
         if len(self.counts) != SLOTS:
             raise InvalidRequest("saved counts have 32 slots")
         if not self.empty and request.kernel_mode:
@@ -89,6 +117,8 @@ class _ProcessRecord:
     seen: CpuTimes
     cpu: int
     save_children: set[int] = field(default_factory=set)
+    start: int = 0  # with pid, the process's identity (0: not known)
+    owner: tuple[int, int] | None = None  # (uid, gid) of who set it up; None: root
     exited: bool = False
     parent: int = 0
     comm: str = ""
@@ -108,6 +138,19 @@ class _SystemRecord:
     owner: int | None  # pid that acquired through /proc, None for syssgi
     per_cpu: list[ControlBlock]
     seen: list[CpuTimes]
+    owner_start: int = 0
+
+
+@dataclass(frozen=True)
+class Signal:
+    """Overflow signals owed to one process: who it is (pid and start), who
+    armed them (``owner`` (uid, gid), None for root), and how many."""
+
+    pid: int
+    start: int
+    owner: tuple[int, int] | None
+    signal: int
+    count: int
 
 
 @dataclass(frozen=True)
@@ -127,8 +170,15 @@ class CounterView:
 def may_access(caller: Caller, target: Task) -> bool:
     """r10k_counters(5) THE COUNTERS: another process's counters are reachable
     when it "belongs to the same process group or is root"; hwperfd also
-    requires the same user, so a shared process group never crosses users."""
-    return caller.root or caller.pid == target.pid or (caller.uid == target.uid and caller.pgid == target.pgid)
+    requires what Linux asks to read /proc/<pid>/io (``ptrace_readable``), so a
+    shared process group never crosses users, nor reaches a setuid program."""
+    if caller.root or caller.pid == target.pid:
+        return True
+    return ptrace_readable(caller.uid, caller.gid, target) and caller.pgid == target.pgid
+
+
+def owner_of(caller: Caller) -> tuple[int, int] | None:
+    return None if caller.root else (caller.uid, caller.gid)
 
 
 class CounterKernel:
@@ -138,12 +188,14 @@ class CounterKernel:
         time: TimeSource,
         *,
         is_running: Callable[[int], bool] = lambda pid: False,
-        signal: Callable[[int, int, int], None] = lambda pid, sig, count: None,
+        signal: Callable[[Signal], None] = lambda owed: None,
+        gone: Callable[[int], None] = lambda pid: None,
     ) -> None:
         self.cpus = cpus
         self.time = time
         self._is_running = is_running
         self._signal = signal
+        self._gone = gone  # a process's state went: whatever it was owed goes too
         self._procs: dict[int, _ProcessRecord] = {}
         self._exited: set[int] = set()  # zombies, looked at before every request
         self._profiles: dict[int, WorkloadProfile] = {}
@@ -172,14 +224,16 @@ class CounterKernel:
             if running:
                 # This call "will not forcibly acquire the counters" (PIOCENEVCTRS).
                 raise CountersBusy(f"user-mode counters are running (pid {running[0]})")
-            return self._acquire_system(request, owner=target.pid)
-        record = self._procs.get(target.pid)
+            return self._acquire_system(request, owner=target.pid, owner_start=start_of(target))
+        record = self._current(target)
         if record is not None and record.state is State.ENABLED:
             raise CountersBusy(f"pid {target.pid} is already using the counters")
         seen = self.time.process_times(target.pid)
         if seen is None:
             raise NoSuchProcess(f"pid {target.pid} is gone")
         generation = record.generation + 1 if record else 1
+        if generation > INT_MAX:
+            raise InvalidRequest(f"pid {target.pid} has used up its generations")
         block = ControlBlock(request)
         if restore is not None and not restore.empty:
             if restore.generation:
@@ -191,7 +245,14 @@ class CounterKernel:
                 generation = restore.generation
             block.start_from(restore.counts)
         self._procs[target.pid] = _ProcessRecord(
-            target.pid, block, generation, State.ENABLED, seen, target.processor % len(self.cpus)
+            target.pid,
+            block,
+            generation,
+            State.ENABLED,
+            seen,
+            target.processor % len(self.cpus),
+            start=start_of(target),
+            owner=owner_of(caller),
         )
         return generation
 
@@ -200,7 +261,7 @@ class CounterKernel:
         self._check_access(caller, target)
         if self._owns_system(target.pid):
             return self.read_system()
-        record = self._record(target.pid)
+        record = self._record(target)
         self._catch_up(record)
         return record.generation, tuple(record.block.counts)
 
@@ -209,7 +270,7 @@ class CounterKernel:
         self._check_access(caller, target)
         if self._owns_system(target.pid):
             return self.system_control()
-        record = self._procs.get(target.pid)
+        record = self._current(target)
         if record is None or record.state is not State.ENABLED:
             raise self._not_in_use(target.pid)
         return record.generation, record.block.request
@@ -220,12 +281,16 @@ class CounterKernel:
         self._check_access(caller, target)
         if self._owns_system(target.pid):
             return self.set_system_control(caller, request)
-        record = self._procs.get(target.pid)
+        record = self._current(target)
         if record is None or record.state is not State.ENABLED:
             raise self._not_in_use(target.pid)
         if request.kernel_mode:
             raise InvalidRequest("kernel mode needs system mode: release and acquire with PIOCENEVCTRS")
+        if record.generation >= INT_MAX:
+            raise InvalidRequest(f"pid {target.pid} has used up its generations")
         self._catch_up(record)
+        if record.owner is not None and owner_of(caller) != record.owner:
+            record.owner = owner_of(caller)
         record.block.reprogram(request)
         record.generation += 1
         return record.generation
@@ -236,7 +301,7 @@ class CounterKernel:
         if self._owns_system(target.pid):
             self._release_system()
             return
-        record = self._procs.get(target.pid)
+        record = self._current(target)
         if record is None or record.state is State.RELEASED:
             raise self._not_in_use(target.pid)
         self._catch_up(record)
@@ -252,11 +317,16 @@ class CounterKernel:
         return record.generation
 
     def save_child_counts(self, caller: Caller, parent: Task, child_pid: int) -> None:
-        """PIOCSAVECCNTRS: add ``child_pid``'s counts to ``parent`` when it exits."""
-        self._check_access(caller, parent)
-        self._parent_record(parent.pid).save_children.add(child_pid)
+        """PIOCSAVECCNTRS: add ``child_pid``'s counts to ``parent`` when it exits.
 
-    def view(self, pid: int) -> CounterView | None:
+        The caller checks that ``child_pid`` is ``parent``'s child: the set
+        holds only children, so it is as bounded as they are.
+        """
+        self._check_access(caller, parent)
+        self._current(parent)
+        self._parent_record(parent.pid, start_of(parent)).save_children.add(child_pid)
+
+    def view(self, pid: int, start: int = 0) -> CounterView | None:
         if self._owns_system(pid):
             generation, counts = self.read_system()
             system = self._system
@@ -272,7 +342,7 @@ class CounterKernel:
                 self.default_profile.name,
             )
         record = self._procs.get(pid)
-        if record is None:
+        if record is None or (start and record.start and record.start != start):
             return None
         self._catch_up(record)
         block = record.block
@@ -301,12 +371,18 @@ class CounterKernel:
 
     # -- process lifecycle ----------------------------------------------------
 
-    def fork(self, parent_pid: int, child_pid: int, child_cpu: int = 0) -> None:
-        """The child inherits the parent's control with zeroed counts (u-area copy)."""
+    def fork(self, parent_pid: int, child_pid: int, child_cpu: int = 0, child_start: int = 0) -> None:
+        """The child inherits the parent's control with zeroed counts (u-area copy).
+
+        A record still held under the child's pid belongs to a process that is
+        gone (the pid is new again): it goes first.
+        """
+        if child_pid != parent_pid and (child_pid in self._procs or child_pid in self._profiles):
+            self.forget(child_pid)
         if parent_pid in self._profiles:
             self._profiles[child_pid] = self._profiles[parent_pid]
         parent = self._procs.get(parent_pid)
-        if parent is None or parent.state is not State.ENABLED:
+        if parent is None or parent.state is not State.ENABLED or parent.exited:
             return
         self._procs[child_pid] = _ProcessRecord(
             child_pid,
@@ -315,6 +391,9 @@ class CounterKernel:
             State.ENABLED,
             (0, 0),
             child_cpu % len(self.cpus),
+            start=child_start,
+            owner=parent.owner,
+            parent=parent_pid,
         )
 
     def exit(self, pid: int, parent_pid: int, parent_waiting: bool, comm: str = "") -> None:
@@ -355,12 +434,33 @@ class CounterKernel:
         self._procs.pop(pid, None)
         self._profiles.pop(pid, None)
         self._exited.discard(pid)
+        self._gone(pid)
+
+    def revoke(self, target: Task) -> bool:
+        """What a less privileged user set up on ``target`` goes when the
+        process gains privilege (a setuid or setgid exec, a credential change),
+        as Linux ends ptrace and /proc access then; True if something went."""
+        record = self._procs.get(target.pid)
+        if record is None or record.owner is None:
+            return False
+        if start_of(target) and record.start and record.start != start_of(target):
+            self.forget(target.pid)
+            return True
+        if ptrace_readable(*record.owner, target):
+            return False
+        self.forget(target.pid)
+        return True
+
+    def identity(self, pid: int) -> tuple[int, tuple[int, int] | None] | None:
+        """(start, owner) of the process the kernel holds state for at ``pid``."""
+        record = self._procs.get(pid)
+        return None if record is None else (record.start, record.owner)
 
     def _fold(self, child: _ProcessRecord) -> None:
         parent = self._parent_record(child.parent)
         parent.block.add(child.block)
-        parent.descendants.append((child.pid, child.comm, child.own_counts()))
-        parent.descendants.extend(child.descendants)
+        for entry in [(child.pid, child.comm, child.own_counts()), *child.descendants]:
+            _list_descendant(parent.descendants, entry)
         parent.save_children.discard(child.pid)
         child.folded = True
 
@@ -389,6 +489,21 @@ class CounterKernel:
 
     def exited(self) -> list[int]:
         return list(self._exited)
+
+    def is_known(self, pid: int) -> bool:
+        """Anything kept for ``pid``: counters or a profile."""
+        return pid in self._procs or pid in self._profiles or self._owns_system(pid)
+
+    def has_profile(self, pid: int) -> bool:
+        return pid in self._profiles
+
+    def is_counting(self, pid: int) -> bool:
+        """Enabled and not exited: what its forks inherit."""
+        record = self._procs.get(pid)
+        return record is not None and record.state is State.ENABLED and not record.exited
+
+    def counting(self) -> list[int]:
+        return [r.pid for r in self._procs.values() if r.state is State.ENABLED and not r.exited]
 
     def is_tracked(self, pid: int) -> bool:
         return pid in self._procs or self._owns_system(pid)
@@ -493,7 +608,7 @@ class CounterKernel:
         cpu = self.cpus[record.cpu]
         overflows = record.block.advance(cpu, user, system, self.profile(record.pid))
         if overflows and record.block.request.signal:
-            self._signal(record.pid, record.block.request.signal, overflows)
+            self._signal(Signal(record.pid, record.start, record.owner, record.block.request.signal, overflows))
 
     def _catch_up_system(self, system: _SystemRecord) -> None:
         for i, block in enumerate(system.per_cpu):
@@ -504,9 +619,9 @@ class CounterKernel:
             if user or sys_:
                 overflows = block.advance(self.cpus[i], user, sys_, self.default_profile)
                 if overflows and system.request.signal and system.owner is not None:
-                    self._signal(system.owner, system.request.signal, overflows)
+                    self._signal(Signal(system.owner, system.owner_start, None, system.request.signal, overflows))
 
-    def _acquire_system(self, request: CounterRequest, owner: int | None) -> int:
+    def _acquire_system(self, request: CounterRequest, owner: int | None, owner_start: int = 0) -> int:
         for record in self._enabled():
             self._displace(record)
         self._system_generation += 1
@@ -516,6 +631,7 @@ class CounterKernel:
             owner,
             [ControlBlock(request) for _ in self.cpus.cpus],
             [self.time.cpu_times(i) for i in range(len(self.cpus))],
+            owner_start,
         )
         return self._system_generation
 
@@ -540,7 +656,8 @@ class CounterKernel:
             # user-mode generations are not reused for the coalesced ones.
             previous = self._procs.get(system.owner)
             generation = max(system.generation, previous.generation + 1) if previous else system.generation
-            self._procs[system.owner] = _ProcessRecord(system.owner, total, generation, State.RELEASED, seen, 0)
+            record = _ProcessRecord(system.owner, total, generation, State.RELEASED, seen, 0, start=system.owner_start)
+            self._procs[system.owner] = record
         self._system = None
 
     def _require_system(self) -> _SystemRecord:
@@ -554,10 +671,23 @@ class CounterKernel:
     def _enabled(self) -> list[_ProcessRecord]:
         return [r for r in self._procs.values() if r.state is State.ENABLED]
 
-    def _record(self, pid: int) -> _ProcessRecord:
-        record = self._procs.get(pid)
+    def _record(self, target: Task) -> _ProcessRecord:
+        record = self._current(target)
         if record is None:
-            raise self._not_in_use(pid)
+            raise self._not_in_use(target.pid)
+        return record
+
+    def _current(self, target: Task) -> _ProcessRecord | None:
+        """The record of ``target`` itself: one left under its pid by an
+        earlier process (the pid was reused before its end was applied)
+        is that process's, and goes."""
+        record = self._procs.get(target.pid)
+        start = start_of(target)
+        if record is not None and start and record.start and record.start != start:
+            self.forget(target.pid)
+            return None
+        if record is not None and start and not record.start:
+            record.start = start
         return record
 
     def _not_in_use(self, pid: int) -> CounterError:
@@ -567,11 +697,13 @@ class CounterKernel:
             return NoSuchProcess(f"pid {pid} is gone")
         return NotInUse(f"pid {pid} is not using the counters")
 
-    def _parent_record(self, pid: int) -> _ProcessRecord:
+    def _parent_record(self, pid: int, start: int = 0) -> _ProcessRecord:
         record = self._procs.get(pid)
         if record is None:
             seen = self.time.process_times(pid) or (0, 0)
-            record = _ProcessRecord(pid, ControlBlock(CounterRequest.build([])), 1, State.RELEASED, seen, 0)
+            record = _ProcessRecord(
+                pid, ControlBlock(CounterRequest.build([])), 1, State.RELEASED, seen, 0, start=start
+            )
             self._procs[pid] = record
         return record
 
@@ -579,3 +711,15 @@ class CounterKernel:
     def _check_access(caller: Caller, target: Task) -> None:
         if not may_access(caller, target):
             raise NotPermitted(f"pid {caller.pid} may not use the counters of pid {target.pid}")
+
+
+def _list_descendant(listed: list[tuple[int, str, tuple[int, ...]]], entry: tuple[int, str, tuple[int, ...]]) -> None:
+    """Add one folded process to a bounded list: past MAX_DESCENDANTS the
+    rest add up under a last entry named "others" (pid 0)."""
+    if len(listed) < MAX_DESCENDANTS - 1:
+        listed.append(entry)
+        return
+    if len(listed) == MAX_DESCENDANTS - 1:
+        listed.append((0, "others", (0,) * len(entry[2])))
+    pid, comm, counts = listed[-1]
+    listed[-1] = (pid, comm, tuple(a + b for a, b in zip(counts, entry[2])))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import platform
+import signal
 import time
 from dataclasses import dataclass
 
@@ -163,6 +164,15 @@ class ProcessInfo:
     start_time_ns: int  # since boot (stat field 22, USER_HZ ticks -> ns)
     comm: str
     tty_nr: int = 0  # controlling terminal's device number, 0 for none (stat field 7)
+    suid: int = -1  # saved uid ("Uid:" third field); -1: not read
+    egid: int = -1
+    sgid: int = -1
+    dumpable: bool = True  # false after a setuid/setgid exec: /proc/<pid> is then root's
+
+    @property
+    def start(self) -> int:
+        """With the pid, what identifies the process: a reused pid has a later start."""
+        return self.start_time_ns
 
     @property
     def zombie(self) -> bool:
@@ -182,6 +192,57 @@ def list_pids() -> list[int]:
     by name but not listed, which is what we want.
     """
     return sorted(int(name) for name in os.listdir(PROC) if name.isdigit())
+
+
+def read_start(pid: int) -> int | None:
+    """The start time (ns since boot) of the process at ``pid``, or None."""
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
+        return int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def open_pidfd(pid: int, start: int) -> int | None:
+    """A pidfd for the process at ``pid`` if it is the one that started at
+    ``start`` (zombies too), else None.  A pidfd names one process for good:
+    signals through it can never reach a later process given the same pid."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if read_start(pid) != start:
+        os.close(fd)
+        return None
+    return fd
+
+
+def pidfd_alive(fd: int) -> bool:
+    """Whether the process behind a pidfd is still there (a zombie is; a
+    reaped one is not): signal 0 checks without sending."""
+    try:
+        signal.pidfd_send_signal(fd, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def children(pid: int) -> list[int]:
+    """The live children of ``pid`` (all its threads'), from
+    /proc/<pid>/task/<tid>/children; [] if gone."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"{PROC}/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            found += [int(c) for c in _read(f"{PROC}/{pid}/task/{tid}/children").split()]
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def exists(pid: int) -> bool:
@@ -207,6 +268,8 @@ def read_process(pid: int) -> ProcessInfo | None:
     try:
         comm, st = _split_stat(_read("stat", dfd))
         ids = _status_fields(_read("status", dfd), b"Uid", b"Gid")
+        owner = os.fstat(dfd)
+        euid, egid = int(ids[b"Uid"][1]), int(ids[b"Gid"][1])
         return ProcessInfo(
             pid=pid,
             ppid=int(st[_PPID]),
@@ -214,7 +277,13 @@ def read_process(pid: int) -> ProcessInfo | None:
             sid=int(st[_SESSION]),
             uid=int(ids[b"Uid"][0]),
             gid=int(ids[b"Gid"][0]),
-            euid=int(ids[b"Uid"][1]),
+            euid=euid,
+            suid=int(ids[b"Uid"][2]),
+            egid=egid,
+            sgid=int(ids[b"Gid"][2]),
+            # Linux gives a process's /proc directory to root when it is not
+            # dumpable (proc(5), /proc/pid): what ptrace and /proc/pid/io check.
+            dumpable=(owner.st_uid, owner.st_gid) == (euid, egid),
             state=st[_STATE].decode("ascii", "replace"),
             processor=int(st[_PROCESSOR]),
             start_time_ns=int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS,

@@ -40,16 +40,24 @@ class LazyCaller(Caller):
 
 
 class Target:
-    """The process a file stands for; its details are read on first use."""
+    """The process a file stands for; its details are read on first use.
 
-    def __init__(self, pid: int) -> None:
+    ``start`` is the start time the file was opened on (0: any): a process
+    found under the pid with another start is a later one, and the target is
+    gone (ESRCH), whatever that later process is.
+    """
+
+    def __init__(self, pid: int, start: int = 0) -> None:
         self.pid = pid
+        self.start = start
 
     @cached_property
-    def _info(self):
+    def _info(self) -> processes.ProcessInfo:
         info = processes.read_process(self.pid)
-        if info is None:
+        if info is None or (self.start and info.start != self.start):
             raise NoSuchProcess(f"pid {self.pid} is gone")
+        if not self.start:
+            self.start = info.start
         return info
 
     @property
@@ -57,8 +65,36 @@ class Target:
         return self._info.uid
 
     @property
+    def euid(self) -> int:
+        return self._info.euid
+
+    @property
+    def suid(self) -> int:
+        return self._info.suid
+
+    @property
+    def gid(self) -> int:
+        return self._info.gid
+
+    @property
+    def egid(self) -> int:
+        return self._info.egid
+
+    @property
+    def sgid(self) -> int:
+        return self._info.sgid
+
+    @property
+    def dumpable(self) -> bool:
+        return self._info.dumpable
+
+    @property
     def pgid(self) -> int:
         return self._info.pgid
+
+    @property
+    def ppid(self) -> int:
+        return self._info.ppid
 
     @property
     def processor(self) -> int:

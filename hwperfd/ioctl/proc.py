@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Callable
 
-from hwperfd.counters.errors import CounterError, NoSuchProcess
+from hwperfd.counters.errors import CounterError, InvalidRequest, NoSuchProcess
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
 from hwperfd.ioctl import marshal
@@ -14,6 +14,8 @@ from hwperfd.ioctl.errno_map import PointerArgument, UnknownCommand, to_oserror
 import structs
 
 Reply = tuple[int, bytes]
+
+PID_MAX = 1 << 22  # Linux's largest pid_max (PID_MAX_LIMIT on 64-bit)
 
 
 class ProcIoctls:
@@ -35,12 +37,13 @@ class ProcIoctls:
             structs.PIOCGETEVCTRLEX: self._pointers("PIOCGETEVCTRLEX"),
         }
 
-    def __call__(self, pid: int, call: IoctlCall) -> Reply:
+    def __call__(self, pid: int, call: IoctlCall, start: int = 0) -> Reply:
+        """``start``: the start time of the process the file was opened on."""
         handler = self._commands.get(call.cmd)
         if handler is None:
             raise UnknownCommand(call.cmd)
         try:
-            return handler(Target(pid), call)
+            return handler(Target(pid, start), call)
         except CounterError as exc:
             raise to_oserror(exc) from None
 
@@ -69,7 +72,7 @@ class ProcIoctls:
 
     def _read_usage(self, target: Target, call: IoctlCall) -> Reply:
         generation, _ = self.kernel.read(call.caller(), target)
-        view = self.kernel.view(target.pid)
+        view = self.kernel.view(target.pid, target.start)
         usage = processes.read_usage(target.pid)
         return generation, marshal.build_prusage(usage, view, self._tlb_misses(target.pid, usage))
 
@@ -89,6 +92,13 @@ class ProcIoctls:
         # PAPI passes the child's pid as the raw argument; with none, the
         # file's process is the child and its parent receives the counts.
         if call.arg and call.arg != target.pid:
+            # Only the target's own children: anything else would let a
+            # caller grow the set with pids it has no business naming.
+            info = processes.read_process(call.arg) if 0 < call.arg <= PID_MAX else None
+            if info is None:
+                raise to_oserror(NoSuchProcess(f"no process {call.arg}"))
+            if info.ppid != target.pid:
+                raise to_oserror(InvalidRequest(f"pid {call.arg} is not a child of pid {target.pid}"))
             parent, child = target, call.arg
         else:
             info = processes.read_process(target.pid)

@@ -12,12 +12,14 @@ import logging
 import os
 import stat
 import time
+from collections import Counter
+from dataclasses import dataclass
 from typing import Callable
 
 import pyfuse3
 
 from hwperfd.counters.errors import CounterError
-from hwperfd.counters.kernel import CounterKernel
+from hwperfd.counters.kernel import CounterKernel, ptrace_readable
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
 from hwperfd.ioctl.calls import IoctlCall
@@ -29,6 +31,13 @@ from hwperfd.procfs import commands
 from hwperfd.procfs.summary import control_summary, process_summary
 
 log = logging.getLogger(__name__)
+
+#: Open process files one unprivileged user may hold at once (EAGAIN past it):
+#: each holds a pidfd in the daemon.
+MAX_HANDLES_PER_USER = 4096
+#: A rendered page is shared by every handle of a file, and rendered again
+#: at most this often unless a request changed something meanwhile.
+PAGE_LIFETIME_NS = 10_000_000
 
 CONTROL_NAME = b"control"
 CONTROL_INODE = pyfuse3.ROOT_INODE + 1
@@ -48,6 +57,33 @@ def parse_pid(name: bytes) -> int | None:
     return pid if pid > 0 else None
 
 
+@dataclass
+class Handle:
+    """An open file: for a process file, the process it was opened on (pid,
+    start time and a pidfd, so a later process reusing the pid is never
+    reached) and who opened it (their fs uid/gid and pid), whose right to
+    read it is checked again on every read and write, as Linux does for
+    /proc/<pid>/io."""
+
+    inode: int
+    pid: int = 0
+    start: int = 0
+    pidfd: int = -1
+    uid: int = 0
+    gid: int = 0
+    opener: int = 0
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.pid, self.start)
+
+
+@dataclass
+class _Page:
+    text: bytes
+    stamp: tuple[int, int]
+
+
 class ProcFs(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
@@ -59,7 +95,7 @@ class ProcFs(pyfuse3.Operations):
         clock,
         mount: str,
         on_time_moved: Callable[[int], None] = lambda pid: None,
-        catch_up_events: Callable[[], None] = lambda: None,
+        catch_up_events: Callable[[int | None], None] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__()
@@ -76,8 +112,11 @@ class ProcFs(pyfuse3.Operations):
         # Called after an ioctl that carried data in: those are the ones that
         # set controls (PIOCENEVCTRS, PIOCSETEVCTRL, HWIOC_ENSYSCNTRS, ...).
         self._on_controls_changed = on_controls_changed
-        self._handles: dict[int, int] = {}  # fh -> inode
-        self._pages: dict[int, bytes] = {}  # fh -> text being read
+        self._handles: dict[int, Handle] = {}
+        self._pages: dict[tuple[int, int], _Page] = {}  # (pid, start) -> text shared by its readers
+        self._per_user: Counter[int] = Counter()  # open process files per unprivileged uid
+        self._open_files: Counter[tuple[int, int]] = Counter()  # handles per (pid, start)
+        self._version = 0  # bumped by whatever may change what a page shows
         self._next_fh = 1
         self._started = time.time_ns()
 
@@ -164,27 +203,86 @@ class ProcFs(pyfuse3.Operations):
         # Ownership and mode are enforced by the kernel (default_permissions).
         if inode == pyfuse3.ROOT_INODE:
             raise pyfuse3.FUSEError(errno.EISDIR)
-        if inode != CONTROL_INODE and processes.read_process(inode - _PID_BASE) is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+        handle = Handle(inode) if inode == CONTROL_INODE else self._open_process(inode, ctx)
         fh = self._next_fh
         self._next_fh += 1
-        self._handles[fh] = inode
+        self._handles[fh] = handle
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False, nonseekable=False)
 
+    def _open_process(self, inode: int, ctx: pyfuse3.RequestContext) -> Handle:
+        pid = inode - _PID_BASE
+        info = processes.read_process(pid)
+        if info is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if not self._may_read(ctx.uid, ctx.gid, ctx.pid, info):
+            raise pyfuse3.FUSEError(errno.EACCES)
+        if ctx.uid and self._per_user[ctx.uid] >= MAX_HANDLES_PER_USER:
+            log.info("uid %d holds %d process files: open refused", ctx.uid, MAX_HANDLES_PER_USER)
+            raise pyfuse3.FUSEError(errno.EAGAIN)
+        pidfd = processes.open_pidfd(pid, info.start)
+        if pidfd is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if ctx.uid:
+            self._per_user[ctx.uid] += 1
+        self._open_files[(pid, info.start)] += 1
+        return Handle(inode, pid, info.start, pidfd, ctx.uid, ctx.gid, ctx.pid)
+
+    @staticmethod
+    def _may_read(uid: int, gid: int, opener: int, info: processes.ProcessInfo) -> bool:
+        """Root, the process itself, or what Linux's ptrace-read rule allows
+        (every uid and gid the caller's, and the target dumpable)."""
+        return uid == 0 or opener == info.pid or ptrace_readable(uid, gid, info)
+
+    def _process_handle(self, fh: int, gone: int) -> Handle:
+        """The handle of an open process file whose process is still the one
+        it was opened on (else ``gone``: ENOENT for reads and writes, ESRCH
+        for ioctls), and that its opener may still read (else EACCES)."""
+        handle = self._handle(fh)
+        if handle.pidfd < 0:
+            return handle
+        if not processes.pidfd_alive(handle.pidfd):
+            raise pyfuse3.FUSEError(gone)
+        return handle
+
+    def _check_reader(self, handle: Handle) -> None:
+        if handle.pidfd < 0 or handle.uid == 0 or handle.opener == handle.pid:
+            return
+        info = processes.read_process(handle.pid)
+        if info is None or info.start != handle.start:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if not self._may_read(handle.uid, handle.gid, handle.opener, info):
+            raise pyfuse3.FUSEError(errno.EACCES)
+
+    def changed(self) -> None:
+        """Something a page shows may have changed: pages render anew."""
+        self._version += 1
+
     async def read(self, fh, off, size):
-        if off == 0 or fh not in self._pages:
-            self._pages[fh] = self._render(self._inode(fh)).encode()
-        return self._pages[fh][off : off + size]
+        handle = self._process_handle(fh, errno.ENOENT)
+        self._check_reader(handle)
+        page = self._pages.get(handle.key)
+        if page is None:
+            page = self._pages[handle.key] = _Page(b"", (-1, -1))
+        # Rendered again at offset 0 only if something moved: a reader that
+        # rereads offset 0 in a loop gets the shared text, not a new render.
+        stamp = (self._version, time.monotonic_ns() // PAGE_LIFETIME_NS)
+        if off == 0 and page.stamp != stamp or not page.text:
+            page.text = self._render(handle).encode()
+            page.stamp = stamp
+        return page.text[off : off + size]
 
     async def write(self, fh, off, buf):
-        inode = self._inode(fh)
+        handle = self._process_handle(fh, errno.ENOENT)
+        self._check_reader(handle)
+        inode = handle.inode
+        self.changed()
         try:
             lines = commands.parse_lines(buf)
             for words in lines:
                 if inode == CONTROL_INODE:
                     self._control_command(words)
                 else:
-                    self._process_command(inode - _PID_BASE, words)
+                    self._process_command(handle.pid, words)
         except (commands.CommandError, faults.FaultError, ValueError) as exc:
             log.info("refused command %r: %s", bytes(buf[:200]), exc)
             raise pyfuse3.FUSEError(errno.EINVAL) from None
@@ -196,24 +294,35 @@ class ProcFs(pyfuse3.Operations):
         pass
 
     async def release(self, fh):
-        self._handles.pop(fh, None)
-        self._pages.pop(fh, None)
+        handle = self._handles.pop(fh, None)
+        if handle is None:
+            return
+        if handle.pidfd >= 0:
+            os.close(handle.pidfd)
+            if handle.uid:
+                self._per_user[handle.uid] -= 1
+                if not self._per_user[handle.uid]:
+                    del self._per_user[handle.uid]
+            self._open_files[handle.key] -= 1
+            if self._open_files[handle.key] <= 0:
+                del self._open_files[handle.key]
+                self._pages.pop(handle.key, None)  # the last reader frees the text
 
-    def _inode(self, fh: int) -> int:
+    def _handle(self, fh: int) -> Handle:
         try:
             return self._handles[fh]
         except KeyError:
             raise pyfuse3.FUSEError(errno.EBADF) from None
 
-    def _render(self, inode: int) -> str:
-        self._catch_up_events()
-        if inode == CONTROL_INODE:
+    def _render(self, handle: Handle) -> str:
+        self._catch_up_events(handle.pid or None)
+        if handle.inode == CONTROL_INODE:
             return control_summary(self.kernel, self.clock.name, self.mount) + "".join(
                 line + "\n" for line in self.faults.describe()
             )
-        pid = inode - _PID_BASE
-        info = processes.read_process(pid)
-        return process_summary(pid, info.comm if info else "exited", self.kernel)
+        info = processes.read_process(handle.pid)
+        comm = info.comm if info is not None and info.start == handle.start else "exited"
+        return process_summary(handle.pid, comm, self.kernel, handle.start)
 
     def _process_command(self, pid: int, words: list[str]) -> None:
         if words[0] != "profile" or len(words) < 2:
@@ -269,14 +378,22 @@ class ProcFs(pyfuse3.Operations):
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
-        self._catch_up_events()
-        self.faults.check(faults.CONTROL if ino == CONTROL_INODE else ino - _PID_BASE, cmd)
         if ino == CONTROL_INODE:
+            self._catch_up_events(None)
+            self.faults.check(faults.CONTROL, cmd)
             reply = self._syssgi_ioctls(call)
         elif ino >= _PID_BASE:
-            reply = self._proc_ioctls(ino - _PID_BASE, call)
+            handle = self._handles.get(fh)
+            if handle is None or handle.inode != ino:
+                raise OSError(errno.EBADF, "not an open process file")
+            self._catch_up_events(handle.pid)
+            if not processes.pidfd_alive(handle.pidfd):
+                raise OSError(errno.ESRCH, f"pid {handle.pid} is gone")
+            self.faults.check(handle.pid, cmd)
+            reply = self._proc_ioctls(handle.pid, call, handle.start)
         else:
             raise OSError(errno.ENOTTY, "the mount root takes no ioctl")
         if data:
+            self._version += 1
             self._on_controls_changed()
         return reply

@@ -7,8 +7,8 @@ from hwperfd.counters.request import SLOTS_PER_COUNTER, CounterRequest
 from structs import mode_text
 
 
-def process_summary(pid: int, comm: str, kernel: CounterKernel) -> str:
-    view = kernel.view(pid)
+def process_summary(pid: int, comm: str, kernel: CounterKernel, start: int = 0) -> str:
+    view = kernel.view(pid, start)
     lines = [f"pid {pid} ({comm})", f"profile {kernel.profile(pid).name}"]
     if view is None:
         lines.append("counters not in use")

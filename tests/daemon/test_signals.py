@@ -1,11 +1,15 @@
-"""The overflow-signal sender on its own: bounded backlog, no busy polling."""
+"""The overflow-signal sender on its own: bounded backlog, no busy polling,
+and signals that reach only the process they were armed for."""
 
+import os
 import signal
 import subprocess
 import sys
 
 import trio
 
+from hwperfd.counters.kernel import Signal
+from hwperfd.host import processes
 from hwperfd.signals import MAX_OWED, SignalSender
 
 BLOCKS_SIGUSR1 = (
@@ -14,14 +18,28 @@ BLOCKS_SIGUSR1 = (
     "print('ready', flush=True)\n"
     "sys.stdin.read()\n"
 )
+IGNORES_SIGUSR1 = BLOCKS_SIGUSR1.replace("signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})", "signal.signal(signal.SIGUSR1, signal.SIG_IGN)")
+COUNTS_SIGUSR1 = (
+    "import signal, sys\n"
+    "got = []\n"
+    "signal.signal(signal.SIGUSR1, lambda *a: got.append(1))\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n"
+    "print(len(got), flush=True)\n"
+)
 
 
-def run_sender(pid: int, count: int, seconds: float) -> SignalSender:
-    """Owe ``count`` SIGUSR1 to ``pid`` and let the sender work for ``seconds``."""
+def owed(pid: int, count: int, sig: int = signal.SIGUSR1, owner=None, start=None) -> Signal:
+    return Signal(pid, processes.read_start(pid) if start is None else start, owner, sig, count)
+
+
+def run_sender(owes: list[Signal], seconds: float) -> SignalSender:
+    """Owe the signals and let the sender work for ``seconds``."""
 
     async def main():
         sender = SignalSender()
-        sender.owe(pid, signal.SIGUSR1, count)
+        for item in owes:
+            sender.owe(item)
         with trio.move_on_after(seconds):
             await sender.run()
         return sender
@@ -29,29 +47,59 @@ def run_sender(pid: int, count: int, seconds: float) -> SignalSender:
     return trio.run(main)
 
 
+def spawn(code: str, *prefix: str) -> subprocess.Popen:
+    child = subprocess.Popen([*prefix, sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdout.readline() == b"ready\n"
+    return child
+
+
 def test_owed_signals_are_capped_and_the_rest_merge():
     async def main():
+        me = os.getpid()
         sender = SignalSender()
-        sender.owe(4242, signal.SIGUSR1, MAX_OWED - 10)
-        sender.owe(4242, signal.SIGUSR1, 510)
-        sender.owe(4242, signal.SIGUSR2, 3)
-        assert sender.owed(4242, signal.SIGUSR1) == MAX_OWED
+        sender.owe(owed(me, MAX_OWED - 10))
+        sender.owe(owed(me, 510))
+        sender.owe(owed(me, 3, signal.SIGUSR2))
+        assert sender.owed(me, signal.SIGUSR1) == MAX_OWED
         assert sender.merged == 500
-        assert sender.owed(4242, signal.SIGUSR2) == 3
+        assert sender.owed(me, signal.SIGUSR2) == 3
+        sender.forget(me)
+        assert sender.owed(me, signal.SIGUSR1) == 0 and sender.targets() == 0
 
     trio.run(main)
 
 
 def test_sender_backs_off_while_its_signal_stays_pending():
     """A target that blocks the signal keeps it pending: one is sent, the
-    rest wait, and the sender polls at most every ~10 ms instead of spinning."""
-    child = subprocess.Popen([sys.executable, "-c", BLOCKS_SIGUSR1], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    rest wait, and the sender looks at it less and less often."""
+    child = spawn(BLOCKS_SIGUSR1)
     try:
-        assert child.stdout.readline() == b"ready\n"
-        sender = run_sender(child.pid, 5, 0.5)
+        sender = run_sender([owed(child.pid, 5)], 0.5)
         assert sender.sent == 1
         assert sender.owed(child.pid, signal.SIGUSR1) == 4
-        assert sender.polls < 150  # 1000 at the 0.5 ms pace of a sender that makes progress
+        assert sender.looks < 20  # 1000 at the 0.5 ms pace of a sender that makes progress
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_many_blocked_targets_cost_a_few_looks_each():
+    children = [spawn(BLOCKS_SIGUSR1) for _ in range(40)]
+    try:
+        sender = run_sender([owed(c.pid, 100) for c in children], 1.0)
+        assert sender.sent == 40
+        assert sender.looks < 40 * 15, sender.looks
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+
+
+def test_ignored_signals_are_dropped_not_sent():
+    child = spawn(IGNORES_SIGUSR1)
+    try:
+        sender = run_sender([owed(child.pid, 1000)], 0.3)
+        assert sender.sent == 0 and sender.dropped == 1000 and sender.targets() == 0
     finally:
         child.kill()
         child.wait()
@@ -59,6 +107,46 @@ def test_sender_backs_off_while_its_signal_stays_pending():
 
 def test_signals_to_a_vanished_process_are_dropped():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = processes.read_start(child.pid)
     child.wait()
-    sender = run_sender(child.pid, 3, 0.2)
+    sender = run_sender([owed(child.pid, 3, start=start or 1)], 0.2)
     assert sender.owed(child.pid, signal.SIGUSR1) == 0 and sender.sent == 0
+
+
+def test_signals_owed_to_an_earlier_process_never_reach_the_one_at_its_pid_now():
+    child = spawn(COUNTS_SIGUSR1)
+    try:
+        start = processes.read_start(child.pid)
+        sender = run_sender([owed(child.pid, 3, start=start - 10_000_000)], 0.3)
+        assert sender.sent == 0
+        child.stdin.close()
+        assert child.stdout.readline() == b"0\n"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_signals_stop_when_the_target_leaves_the_owners_reach():
+    """A user armed them; the process is root's now (a setuid program that
+    became fully root): kill(2) would refuse that user, so the sender stops."""
+    child = spawn(COUNTS_SIGUSR1)
+    try:
+        sender = run_sender([owed(child.pid, 3, owner=(65534, 65534))], 0.3)
+        assert sender.sent == 0 and sender.targets() == 0
+        child.stdin.close()
+        assert child.stdout.readline() == b"0\n"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_signals_reach_the_process_they_were_armed_for():
+    child = spawn(COUNTS_SIGUSR1, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--")
+    try:
+        sender = run_sender([owed(child.pid, 3, owner=(65534, 65534))], 0.5)
+        assert sender.sent == 3
+        child.stdin.close()
+        assert child.stdout.readline() == b"3\n"
+    finally:
+        child.kill()
+        child.wait()

@@ -1,0 +1,282 @@
+"""The process life cycle as the counter kernel must see it, in order.
+
+r10k_counters(5): a forked child inherits its parent's counter control; when
+a child exits while its parent waits for it - or later, when the parent
+reaps it - its counts are added to the parent's.  Linux reports forks,
+execs and exits as events on two netlink streams (the process-events
+connector and taskstats), which may arrive in any order between them and may
+be lost when a stream overruns.  This module turns them into kernel calls in
+an order that loses no count:
+
+- forks before exits (a child must be tracked before its exit is applied);
+- a process's own reaped children are folded before it exits or is reaped;
+- a process is its pid and its start time: a record found under a pid whose
+  process has another start belonged to an earlier process, which is gone;
+- an exec or credential change that puts a process out of the reach of the
+  user who set its counters up ends that set-up (``CounterKernel.revoke``);
+- a lost event (``Lost``) leads to a rescan: gone processes are exited and
+  reaped, live children of counting processes that were never seen forking
+  are taken in, and for a while exits of unknown children of counting
+  processes are taken as their forks too.
+
+Everything is synchronous and driven by events as data; the host is asked
+through ``Host`` only, so tests run it on a fake host and a manual clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol
+
+from hwperfd.counters.kernel import CounterKernel
+
+#: After a loss, exits of unknown children of counting processes are taken
+#: as forks for this long (seconds): the fork may have been the lost event.
+ADOPT_WINDOW = 10.0
+
+
+class HostProcess(Protocol):
+    pid: int
+    ppid: int
+    comm: str
+    start: int
+    uid: int
+    pgid: int
+    processor: int
+
+    @property
+    def zombie(self) -> bool: ...
+
+
+class Host(Protocol):
+    """What the life cycle asks Linux (hwperfd.host.processes fits)."""
+
+    def read_process(self, pid: int) -> HostProcess | None: ...
+
+    def read_start(self, pid: int) -> int | None: ...
+
+    def waiting_for_child(self, pid: int) -> bool: ...
+
+    def children(self, pid: int) -> list[int]: ...
+
+
+class Clock(Protocol):
+    def forget(self, pid: int) -> None: ...
+
+    def exited(self, pid: int, user_ns: int, system_ns: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Forked:
+    parent: int
+    child: int
+    cpu: int = 0
+
+
+@dataclass(frozen=True)
+class Execed:
+    """An exec or a credential change: the process may have gained privilege."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class Exited:
+    """A whole process exited; ``times`` (user_ns, system_ns) when the
+    kernel's exit accounting gave its final CPU time."""
+
+    pid: int
+    parent: int
+    comm: str = ""
+    times: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Lost:
+    """A stream overran: some events are gone."""
+
+
+Event = Forked | Execed | Exited | Lost
+
+
+class Lifecycle:
+    def __init__(self, kernel: CounterKernel, host: Host, clock: Clock, now: Callable[[], float]) -> None:
+        self.kernel = kernel
+        self.host = host
+        self.clock = clock
+        self._now = now
+        self._zombies: dict[int, set[int]] = {}  # parent -> its exited children not yet reaped
+        self._adopt_until = -1.0
+        self.rescans = 0
+        self.adopted = 0
+
+    # -- events ------------------------------------------------------------
+
+    def apply(self, events: Iterable[Event]) -> bool:
+        """Apply a batch of events; True if anything in the kernel changed."""
+        batch = list(events)
+        changed = False
+        lost = any(isinstance(e, Lost) for e in batch)
+        if lost:
+            self._adopt_until = self._now() + ADOPT_WINDOW
+        for event in batch:
+            if isinstance(event, Forked):
+                changed |= self._forked(event)
+        for event in batch:
+            if isinstance(event, Exited) and event.times is not None:
+                # The clock keeps the final time even of processes not yet of
+                # interest: the fork that makes them so may come later.
+                self.clock.exited(event.pid, *event.times)
+        for event in batch:
+            if isinstance(event, Execed):
+                changed |= self._execed(event.pid)
+            elif isinstance(event, Exited):
+                changed |= self._exited(event)
+        if lost:
+            self.rescan()
+            changed = True
+        return changed
+
+    def _forked(self, event: Forked) -> bool:
+        kernel = self.kernel
+        if not (kernel.is_tracked(event.parent) or kernel.has_profile(event.parent) or kernel.is_known(event.child)):
+            return False
+        info = self.host.read_process(event.child) if kernel.is_counting(event.parent) else None
+        start = info.start if info is not None and info.ppid == event.parent else 0
+        kernel.fork(event.parent, event.child, event.cpu, child_start=start)
+        if info is not None and kernel.is_tracked(event.child):
+            kernel.note_comm(event.child, info.comm)
+        return True
+
+    def _execed(self, pid: int) -> bool:
+        if not self.kernel.is_tracked(pid):
+            return False
+        info = self.host.read_process(pid)
+        if info is None:
+            return False
+        if info.comm:
+            self.kernel.note_comm(pid, info.comm)
+        return self.kernel.revoke(info)
+
+    def _exited(self, event: Exited) -> bool:
+        pid = event.pid
+        if not self.kernel.is_tracked(pid):
+            if self.kernel.has_profile(pid):
+                self.kernel.forget(pid)
+                return True
+            if not self._adopting(event):
+                return False
+        if self.kernel.has_exited(pid):
+            return False
+        # Its counts must include the children it has already reaped.
+        self._fold_reaped_children(pid)
+        info = self.host.read_process(pid)
+        identity = self.kernel.identity(pid)
+        start = identity[0] if identity else 0
+        if info is None or (start and info.start != start):
+            # Reaped before we heard: its parent waited for it.
+            parent = event.parent or self.kernel.parent_of(pid)
+            self.kernel.exit(pid, parent, True, self.kernel.comm_of(pid) or event.comm)
+            self._reaped(pid)
+            return True
+        self.kernel.exit(pid, info.ppid, self.host.waiting_for_child(info.ppid), info.comm)
+        self._zombies.setdefault(info.ppid, set()).add(pid)
+        return True
+
+    def _adopting(self, event: Exited) -> bool:
+        """After a loss, an exiting child of a counting process may be one
+        whose fork was lost: take it in, as the fork would have."""
+        if self._now() > self._adopt_until or not event.parent:
+            return False
+        if not self.kernel.is_counting(event.parent):
+            return False
+        self.kernel.fork(event.parent, event.pid, 0)
+        self.adopted += 1
+        return self.kernel.is_tracked(event.pid)
+
+    # -- reaping -----------------------------------------------------------
+
+    def settle(self, pid: int | None = None) -> bool:
+        """Fold zombies reaped since the last look: ``pid``'s own children
+        (what a request on ``pid`` needs: a parent back from wait(2) sees its
+        child's counts), or every zombie.  True if any was reaped."""
+        parents = [pid] if pid is not None else list(self._zombies)
+        reaped = False
+        for parent in parents:
+            for child in list(self._zombies.get(parent, ())):
+                if not self._alive(child):
+                    self._reaped(child)
+                    reaped = True
+        return reaped
+
+    def zombies(self) -> int:
+        return sum(len(c) for c in self._zombies.values())
+
+    def gone(self, pid: int) -> None:
+        """``pid`` is gone for good (a sweep found no process with its start)."""
+        if not self.kernel.is_tracked(pid):
+            self.kernel.forget(pid)
+            self.clock.forget(pid)
+            return
+        if not self.kernel.has_exited(pid):
+            self.kernel.exit(pid, self.kernel.parent_of(pid), True, self.kernel.comm_of(pid))
+        self._reaped(pid)
+
+    def _alive(self, pid: int) -> bool:
+        identity = self.kernel.identity(pid)
+        start = self.host.read_start(pid)
+        if start is None:
+            return False
+        return not (identity and identity[0] and identity[0] != start)
+
+    def _reaped(self, pid: int) -> None:
+        # Children it reaped before it went are its to fold first.
+        self._fold_reaped_children(pid)
+        parent = self.kernel.parent_of(pid)
+        self._zombies.get(parent, set()).discard(pid)
+        if parent in self._zombies and not self._zombies[parent]:
+            del self._zombies[parent]
+        # A zombie parent still did its waiting before it exited.
+        alive = bool(parent) and self.host.read_start(parent) is not None
+        self.kernel.reaped(pid, parent_alive=alive)
+        self.clock.forget(pid)
+
+    def _fold_reaped_children(self, pid: int) -> None:
+        for child in list(self._zombies.get(pid, ())):
+            if not self._alive(child):
+                self._reaped(child)
+
+    # -- recovering from a loss ----------------------------------------------
+
+    def rescan(self) -> None:
+        """Events were lost: make the kernel's picture true again."""
+        self.rescans += 1
+        for pid in self.kernel.tracked():
+            if self.kernel.has_exited(pid):
+                continue
+            info = self.host.read_process(pid)
+            identity = self.kernel.identity(pid)
+            start = identity[0] if identity else 0
+            if info is None or (start and info.start != start):
+                self.gone(pid)
+            elif info.zombie:
+                self._exited(Exited(pid, info.ppid, info.comm))
+            else:
+                self.kernel.revoke(info)
+        for pid in self.kernel.counting():
+            for child in self.host.children(pid):
+                if not self.kernel.is_tracked(child):
+                    self._forked(Forked(pid, child))
+        self.settle()
+
+    def sweep(self) -> int:
+        """The rare check of everything kept (a safety net under the
+        events): processes whose end was never heard are let go.  Returns
+        how many were."""
+        let_go = 0
+        for pid in self.kernel.known():
+            if not self._alive(pid) and not self.kernel.has_exited(pid):
+                self.gone(pid)
+                let_go += 1
+        self.settle()
+        return let_go

@@ -1,0 +1,362 @@
+"""The process life cycle on a fake host and a manual time source: forks
+before exits, folding reaped children, identity (pid + start), privilege
+gained, and recovery after lost events - all exact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from hwperfd.counters.errors import InvalidRequest, NotInUse, NotPermitted
+from hwperfd.counters.kernel import INT_MAX, MAX_DESCENDANTS, Caller, CounterKernel, Restore, Signal
+from hwperfd.counters.lifecycle import ADOPT_WINDOW, Execed, Exited, Forked, Lifecycle, Lost
+from hwperfd.counters.request import CounterRequest
+from hwperfd.cpu.pmu import CpuSet
+from structs import HWPERF_CNTEN_U, spec_word
+
+MS = 1_000_000
+CYCLES_PER_MS = 200_000
+USER = 1000
+
+
+@dataclass
+class Proc:
+    pid: int
+    ppid: int
+    start: int
+    uid: int = USER
+    gid: int = USER
+    euid: int = USER
+    suid: int = USER
+    egid: int = USER
+    sgid: int = USER
+    dumpable: bool = True
+    comm: str = "proc"
+    state: str = "S"
+    waiting: bool = False
+    processor: int = 0
+
+    @property
+    def pgid(self) -> int:
+        return 1
+
+    @property
+    def zombie(self) -> bool:
+        return self.state == "Z"
+
+
+@dataclass
+class FakeHost:
+    """Linux as the life cycle sees it: a table of processes by pid."""
+
+    procs: dict[int, Proc] = field(default_factory=dict)
+    times: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    clock: float = 0.0
+    next_start: int = 1
+
+    def spawn(self, pid: int, ppid: int, **kw) -> Proc:
+        proc = Proc(pid, ppid, self.next_start, **kw)
+        self.next_start += 1
+        self.procs[pid] = proc
+        return proc
+
+    def run(self, pid: int, user_ms: int) -> None:
+        key = (pid, self.procs[pid].start)
+        u, s = self.times.get(key, (0, 0))
+        self.times[key] = (u + user_ms * MS, s)
+
+    def die(self, pid: int) -> None:
+        self.procs[pid].state = "Z"
+
+    def reap(self, pid: int) -> None:
+        del self.procs[pid]
+
+    # Host protocol
+    def read_process(self, pid: int) -> Proc | None:
+        return self.procs.get(pid)
+
+    def read_start(self, pid: int) -> int | None:
+        proc = self.procs.get(pid)
+        return proc.start if proc else None
+
+    def waiting_for_child(self, pid: int) -> bool:
+        proc = self.procs.get(pid)
+        return bool(proc and proc.waiting)
+
+    def children(self, pid: int) -> list[int]:
+        return [p.pid for p in self.procs.values() if p.ppid == pid and not p.zombie]
+
+    # TimeSource and Clock protocols
+    def process_times(self, pid: int) -> tuple[int, int] | None:
+        proc = self.procs.get(pid)
+        if proc is None:
+            return None
+        return self.times.get((pid, proc.start), (0, 0))
+
+    def cpu_times(self, cpu: int) -> tuple[int, int]:
+        return (0, 0)
+
+    def forget(self, pid: int) -> None:
+        pass
+
+    def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
+        pass
+
+
+@pytest.fixture
+def host() -> FakeHost:
+    return FakeHost()
+
+
+@pytest.fixture
+def signals() -> list[Signal]:
+    return []
+
+
+@pytest.fixture
+def gone() -> list[int]:
+    return []
+
+
+@pytest.fixture
+def kernel(host, signals, gone) -> CounterKernel:
+    return CounterKernel(CpuSet(2, "r10000", 200), host, signal=signals.append, gone=gone.append)
+
+
+@pytest.fixture
+def life(kernel, host) -> Lifecycle:
+    return Lifecycle(kernel, host, host, now=lambda: host.clock)
+
+
+def caller(proc: Proc, uid: int | None = None) -> Caller:
+    return Caller(proc.pid, proc.uid if uid is None else uid, proc.gid, 1)
+
+
+def cycles(threshold: int = 0, signal: int = 0) -> CounterRequest:
+    return CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}, {0: threshold} if threshold else None, signal)
+
+
+def test_a_child_forked_while_counting_folds_into_its_waiting_parent(kernel, life, host):
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 3)
+    host.die(101)
+    parent.waiting = True
+    life.apply([Exited(101, 100)])
+    host.reap(101)
+    assert kernel.read(caller(parent), parent)[1][0] == 3 * CYCLES_PER_MS
+    assert [d[0] for d in kernel.descendants(100)] == [101]
+
+
+def test_a_child_reaped_later_folds_when_its_parent_next_asks(kernel, life, host):
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 2)
+    host.die(101)
+    life.apply([Exited(101, 100)])  # parent not waiting: a zombie
+    assert kernel.read(caller(parent), parent)[1][0] == 0
+    assert life.zombies() == 1
+    host.reap(101)
+    assert life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 2 * CYCLES_PER_MS
+    assert life.zombies() == 0
+
+
+def test_settling_one_parent_looks_only_at_its_own_zombies(kernel, life, host):
+    a, b = host.spawn(100, 1), host.spawn(200, 1)
+    for p in (a, b):
+        kernel.enable(caller(p), p, cycles())
+    for child, parent in ((101, 100), (201, 200)):
+        host.spawn(child, parent)
+        life.apply([Forked(parent, child)])
+        host.die(child)
+        life.apply([Exited(child, parent)])
+        host.reap(child)
+    life.settle(100)
+    assert life.zombies() == 1  # 201 waits for a request on 200, or the periodic settle
+    life.settle()
+    assert life.zombies() == 0
+
+
+def test_exit_heard_after_the_pid_was_reused_reaps_the_old_process_only(kernel, life, host):
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 1)
+    kernel.catch_up([101])
+    host.die(101)
+    host.reap(101)
+    newcomer = host.spawn(101, 1, uid=0, euid=0, suid=0, gid=0, egid=0, sgid=0)
+    life.apply([Exited(101, 100)])
+    assert not kernel.is_tracked(101)
+    assert kernel.read(caller(parent), parent)[1][0] == CYCLES_PER_MS
+    with pytest.raises(NotInUse):
+        kernel.read(Caller(0, 0, 0, 0), newcomer)
+
+
+def test_a_record_left_under_a_reused_pid_never_reaches_the_new_process(kernel, life, host, gone):
+    """The old process's end was never heard (events lost): the first request
+    naming the new process finds another start and lets the old record go."""
+    victim_pid = 300
+    old = host.spawn(victim_pid, 1)
+    kernel.enable(caller(old), old, cycles(threshold=1, signal=10))
+    host.reap(victim_pid)
+    root = host.spawn(victim_pid, 1, uid=0, euid=0, suid=0, gid=0, egid=0, sgid=0)
+    host.run(victim_pid, 5)
+    with pytest.raises(NotInUse):
+        kernel.control(Caller(0, 0, 0, 0), root)
+    assert gone == [victim_pid]
+    assert kernel.enable(Caller(0, 0, 0, 0), root, cycles()) == 1  # a fresh first generation, not EBUSY
+
+
+def test_overflow_signals_name_the_process_and_who_armed_them(kernel, host, signals):
+    proc = host.spawn(100, 1)
+    kernel.enable(caller(proc), proc, cycles(threshold=1000, signal=10))
+    host.run(100, 1)
+    kernel.catch_up([100])
+    assert signals and signals[0].pid == 100 and signals[0].start == proc.start
+    assert signals[0].owner == (USER, USER) and signals[0].signal == 10
+    assert sum(s.count for s in signals) == CYCLES_PER_MS // 1000
+
+
+def test_a_setuid_exec_ends_what_the_user_set_up(kernel, life, host, gone):
+    proc = host.spawn(100, 1)
+    kernel.enable(caller(proc), proc, cycles(threshold=1, signal=9))
+    proc.euid, proc.suid, proc.dumpable = 0, 0, False  # exec of a setuid-root program
+    life.apply([Execed(100)])
+    assert not kernel.is_tracked(100) and gone == [100]
+
+
+def test_an_exec_that_keeps_the_users_credentials_keeps_the_counters(kernel, life, host):
+    proc = host.spawn(100, 1)
+    kernel.enable(caller(proc), proc, cycles())
+    life.apply([Execed(100)])
+    assert kernel.is_counting(100)
+
+
+def test_what_root_set_up_survives_a_setuid_exec(kernel, life, host):
+    proc = host.spawn(100, 1)
+    kernel.enable(Caller(1, 0, 0, 0), proc, cycles())
+    proc.euid, proc.suid, proc.dumpable = 0, 0, False
+    life.apply([Execed(100)])
+    assert kernel.is_counting(100)
+
+
+def test_another_user_or_a_setuid_program_is_out_of_reach(kernel, host):
+    me = host.spawn(100, 1)
+    other = host.spawn(101, 1, uid=2000, euid=2000, suid=2000, gid=2000, egid=2000, sgid=2000)
+    with pytest.raises(NotPermitted):
+        kernel.enable(caller(me), other, cycles())
+    # A setuid-root child that kept the user's real uid: /proc/<pid>/io refuses the user.
+    setuid = host.spawn(102, 100, euid=0, suid=0, dumpable=False)
+    with pytest.raises(NotPermitted):
+        kernel.enable(caller(me), setuid, cycles())
+    kernel.enable(Caller(102, USER, USER, 1), setuid, cycles())  # itself: allowed
+
+
+def test_lost_events_rescan_takes_in_children_and_lets_go_of_the_dead(kernel, life, host):
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100)  # fork lost
+    doomed = host.spawn(102, 100)
+    life.apply([Forked(100, 102)])
+    host.run(102, 1)
+    kernel.catch_up([102])
+    host.reap(102)  # exit lost too; its parent reaped it
+    life.apply([Lost()])
+    assert kernel.is_counting(101)
+    assert not kernel.is_tracked(doomed.pid)
+    assert kernel.read(caller(parent), parent)[1][0] == CYCLES_PER_MS
+    assert life.rescans == 1
+
+
+def test_after_a_loss_an_exiting_unknown_child_of_a_counting_parent_is_adopted(kernel, life, host):
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    life.apply([Lost()])
+    host.spawn(103, 100)  # its fork event was lost
+    host.run(103, 4)
+    host.die(103)
+    parent.waiting = True
+    life.apply([Exited(103, 100)])
+    host.reap(103)
+    assert life.adopted == 1
+    assert kernel.read(caller(parent), parent)[1][0] == 4 * CYCLES_PER_MS
+
+
+def test_without_a_loss_an_unknown_exiting_process_is_not_adopted(kernel, life, host):
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(104, 100)  # forked before counting began: not inherited
+    host.clock = ADOPT_WINDOW + 1
+    host.die(104)
+    life.apply([Exited(104, 100)])
+    assert life.adopted == 0 and not kernel.is_tracked(104)
+
+
+def test_exits_of_many_zombies_stay_linear(kernel, life, host):
+    """Each exit looks at its own children only: 3 000 zombies of one
+    parent take 3 000 steps, not 3 000 x 3 000."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    looks = 0
+    real_read_start = host.read_start
+
+    def counting_read_start(pid: int) -> int | None:
+        nonlocal looks
+        looks += 1
+        return real_read_start(pid)
+
+    host.read_start = counting_read_start  # type: ignore[method-assign]
+    for child in range(1000, 4000):
+        host.spawn(child, 100)
+        life.apply([Forked(100, child)])
+        host.die(child)
+        life.apply([Exited(child, 100)])
+    assert life.zombies() == 3000
+    assert looks < 10_000
+
+
+def test_descendants_listed_are_bounded_and_still_add_up(kernel, life, host):
+    parent = host.spawn(100, 1)
+    parent.waiting = True
+    kernel.enable(caller(parent), parent, cycles())
+    total = MAX_DESCENDANTS + 50
+    for child in range(1000, 1000 + total):
+        host.spawn(child, 100)
+        life.apply([Forked(100, child)])
+        host.run(child, 1)
+        host.die(child)
+        life.apply([Exited(child, 100)])
+        host.reap(child)
+    listed = kernel.descendants(100)
+    assert len(listed) == MAX_DESCENDANTS
+    assert listed[-1][:2] == (0, "others")
+    assert sum(counts[0] for _, _, counts in listed) == total * CYCLES_PER_MS
+    assert kernel.read(caller(parent), parent)[1][0] == total * CYCLES_PER_MS
+
+
+def test_a_generation_that_would_overflow_is_einval_and_changes_nothing(kernel, host):
+    proc = host.spawn(100, 1)
+    kernel.enable(caller(proc), proc, cycles(), Restore(INT_MAX, (0,) * 32))
+    with pytest.raises(InvalidRequest):
+        kernel.set_control(caller(proc), proc, cycles(threshold=5))
+    assert kernel.control(caller(proc), proc)[0] == INT_MAX
+    with pytest.raises(InvalidRequest):
+        kernel.enable(caller(proc), host.spawn(101, 1), cycles(), Restore(INT_MAX + 1, (0,) * 32))
+    assert not kernel.is_tracked(101)
+
+
+def test_a_profile_goes_with_its_process(kernel, life, host):
+    from hwperfd.cpu.profiles import WorkloadProfile
+
+    host.spawn(100, 1)
+    kernel.set_profile(100, WorkloadProfile.parse("memory"))
+    life.apply([Exited(100, 1)])
+    assert not kernel.has_profile(100)
