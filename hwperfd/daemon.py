@@ -45,8 +45,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--linger", type=int, default=100, metavar="USEC",
         help="after an ioctl, wait up to USEC on the FUSE device to answer the next one at once (0: off; default 100)",
     )  # fmt: skip
+    parser.add_argument(
+        "--event-buffer", type=int, default=32 << 20, metavar="BYTES",
+        help="receive buffer of each process-event stream (default 32 MiB; small ones lose events, "
+        "which a rescan recovers: for tests)",
+    )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="log every request")
     args = parser.parse_args(argv)
+    if not 4096 <= args.event_buffer <= 1 << 30:
+        parser.error("--event-buffer must be 4096..1073741824 bytes")
     if not 0 <= args.linger <= 100_000:
         parser.error("--linger must be 0..100000 microseconds")
     return args

@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import logging
 import signal
-import time
 from fractions import Fraction
 
 # The ioctl bridge must be loaded before pyfuse3 (it interposes on libfuse).
@@ -34,7 +33,6 @@ REAP_INTERVAL = 1.0  # the sweep's pace without process events
 SWEEP_INTERVAL = 60.0  # with them: the sweep is only a safety net
 ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 MAX_ZOMBIE_INTERVAL = 1.0
-EVENT_RCVBUF = 32 << 20  # both netlink streams: room for a fork storm between two drains
 SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
 LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
 
@@ -42,6 +40,7 @@ LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's othe
 class Daemon:
     def __init__(self, args: argparse.Namespace, mount: str) -> None:
         self.mount = mount
+        self.event_buffer: int = getattr(args, "event_buffer", 32 << 20)
         try:
             self.cpus = CpuSet(args.cpus, args.cpu_type, Fraction(args.mhz) if args.mhz else None)
         except (ValueError, ZeroDivisionError) as exc:
@@ -51,7 +50,7 @@ class Daemon:
         self.kernel = CounterKernel(
             self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe, gone=self._gone
         )
-        self.lifecycle = Lifecycle(self.kernel, processes, self.clock, now=time.monotonic)
+        self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
         self.events: procevents.ProcessEvents | None = None
         self.accounting: taskstats.ExitAccounting | None = None
         # Set when a request may have armed overflow signals, or a process
@@ -65,12 +64,20 @@ class Daemon:
             on_time_moved=self._time_moved,
             catch_up_events=self._catch_up_events,
             on_controls_changed=self._wake_tick,
+            status=self._status,
         )
 
     @staticmethod
     def _is_running(pid: int) -> bool:
         info = processes.read_process(pid)
         return info is not None and info.running
+
+    def _status(self) -> list[str]:
+        return [
+            f"process events lost {self.lifecycle.rescans} times (rescanned), "
+            f"children's time recovered {self.lifecycle.credited_ns} ns",
+            f"overflow signals sent {self.signals.sent}, dropped {self.signals.dropped}, merged {self.signals.merged}",
+        ]
 
     def _wake_tick(self) -> None:
         if self._controls_changed is not None:
@@ -157,10 +164,10 @@ class Daemon:
             return
         async with contextlib.AsyncExitStack() as stack:
             if taskstats.available():
-                self.accounting = await stack.enter_async_context(taskstats.ExitAccounting(EVENT_RCVBUF))
+                self.accounting = await stack.enter_async_context(taskstats.ExitAccounting(self.event_buffer))
             else:
                 log.info("taskstats unavailable: a child reaped at once may lose its last CPU time")
-            self.events = await stack.enter_async_context(procevents.ProcessEvents(EVENT_RCVBUF))
+            self.events = await stack.enter_async_context(procevents.ProcessEvents(self.event_buffer))
             try:
                 async for event in self.events:
                     self._catch_up_events(None, event)

@@ -119,6 +119,11 @@ class _ProcessRecord:
     save_children: set[int] = field(default_factory=set)
     start: int = 0  # with pid, the process's identity (0: not known)
     owner: tuple[int, int] | None = None  # (uid, gid) of who set it up; None: root
+    # CPU time of waited-for children: Linux's total when counting began,
+    # and what the children folded in since brought (see credit_children).
+    children_base: CpuTimes = (0, 0)
+    children_ns: CpuTimes = (0, 0)
+    lossy: bool = False  # counted while process events were lost: reconcile with Linux's totals
     exited: bool = False
     parent: int = 0
     comm: str = ""
@@ -253,6 +258,7 @@ class CounterKernel:
             target.processor % len(self.cpus),
             start=start_of(target),
             owner=owner_of(caller),
+            children_base=getattr(target, "children_ns", (0, 0)),
         )
         return generation
 
@@ -394,6 +400,7 @@ class CounterKernel:
             start=child_start,
             owner=parent.owner,
             parent=parent_pid,
+            lossy=parent.lossy,
         )
 
     def exit(self, pid: int, parent_pid: int, parent_waiting: bool, comm: str = "") -> None:
@@ -461,8 +468,43 @@ class CounterKernel:
         parent.block.add(child.block)
         for entry in [(child.pid, child.comm, child.own_counts()), *child.descendants]:
             _list_descendant(parent.descendants, entry)
+        brought = (child.seen[0] + child.children_ns[0], child.seen[1] + child.children_ns[1])
+        parent.children_ns = (parent.children_ns[0] + brought[0], parent.children_ns[1] + brought[1])
         parent.save_children.discard(child.pid)
         child.folded = True
+
+    def mark_lossy(self) -> None:
+        """Events were lost while these processes counted."""
+        for record in self._procs.values():
+            if record.state is State.ENABLED and not record.exited:
+                record.lossy = True
+
+    def is_lossy(self, pid: int) -> bool:
+        record = self._procs.get(pid)
+        return record is not None and record.lossy
+
+    def credit_children(self, pid: int, waited_ns: CpuTimes) -> CpuTimes:
+        """Counts of children whose end was lost: ``waited_ns`` is what Linux
+        says the process's waited-for children used in all (cutime, cstime);
+        what it says beyond the base and the children folded in is counted
+        now, in the process's control and profile, under one descendant
+        entry named "unseen".  Returns the time credited."""
+        record = self._procs.get(pid)
+        if record is None or record.state is not State.ENABLED or record.exited:
+            return (0, 0)
+        extra = tuple(
+            max(0, now - base - folded)
+            for now, base, folded in zip(waited_ns, record.children_base, record.children_ns)
+        )
+        if not any(extra):
+            return (0, 0)
+        self._catch_up(record)
+        before = tuple(record.block.counts)
+        record.block.advance(self.cpus[record.cpu], extra[0], extra[1], self.profile(pid))
+        gained = tuple(a - b for a, b in zip(record.block.counts, before))
+        _list_descendant(record.descendants, (0, "unseen", gained))
+        record.children_ns = (record.children_ns[0] + extra[0], record.children_ns[1] + extra[1])
+        return (extra[0], extra[1])
 
     def descendants(self, pid: int) -> list[tuple[int, str, tuple[int, ...]]]:
         """Processes whose counts were folded into ``pid``, each with its own counts."""

@@ -16,8 +16,9 @@ an order that loses no count:
   user who set its counters up ends that set-up (``CounterKernel.revoke``);
 - a lost event (``Lost``) leads to a rescan: gone processes are exited and
   reaped, live children of counting processes that were never seen forking
-  are taken in, and for a while exits of unknown children of counting
-  processes are taken as their forks too.
+  are taken in, and (under the host's clock) the CPU time Linux says a
+  counting process's waited-for children used beyond what reached us is
+  counted for it - children whose fork or exit was lost lose no count.
 
 Everything is synchronous and driven by events as data; the host is asked
 through ``Host`` only, so tests run it on a fake host and a manual clock.
@@ -26,13 +27,9 @@ through ``Host`` only, so tests run it on a fake host and a manual clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Iterable, Protocol
 
 from hwperfd.counters.kernel import CounterKernel
-
-#: After a loss, exits of unknown children of counting processes are taken
-#: as forks for this long (seconds): the fork may have been the lost event.
-ADOPT_WINDOW = 10.0
 
 
 class HostProcess(Protocol):
@@ -43,6 +40,7 @@ class HostProcess(Protocol):
     uid: int
     pgid: int
     processor: int
+    children_ns: tuple[int, int]
 
     @property
     def zombie(self) -> bool: ...
@@ -100,15 +98,16 @@ Event = Forked | Execed | Exited | Lost
 
 
 class Lifecycle:
-    def __init__(self, kernel: CounterKernel, host: Host, clock: Clock, now: Callable[[], float]) -> None:
+    def __init__(self, kernel: CounterKernel, host: Host, clock: Clock, *, host_time: bool) -> None:
+        """``host_time``: counts come from the host's CPU time, so Linux's
+        totals for waited-for children may stand in for lost exits."""
         self.kernel = kernel
         self.host = host
         self.clock = clock
-        self._now = now
+        self._host_time = host_time
         self._zombies: dict[int, set[int]] = {}  # parent -> its exited children not yet reaped
-        self._adopt_until = -1.0
         self.rescans = 0
-        self.adopted = 0
+        self.credited_ns = 0  # children's CPU time counted from Linux's totals after losses
 
     # -- events ------------------------------------------------------------
 
@@ -117,8 +116,6 @@ class Lifecycle:
         batch = list(events)
         changed = False
         lost = any(isinstance(e, Lost) for e in batch)
-        if lost:
-            self._adopt_until = self._now() + ADOPT_WINDOW
         for event in batch:
             if isinstance(event, Forked):
                 changed |= self._forked(event)
@@ -133,6 +130,7 @@ class Lifecycle:
             elif isinstance(event, Exited):
                 changed |= self._exited(event)
         if lost:
+            self.kernel.mark_lossy()
             self.rescan()
             changed = True
         return changed
@@ -164,8 +162,7 @@ class Lifecycle:
             if self.kernel.has_profile(pid):
                 self.kernel.forget(pid)
                 return True
-            if not self._adopting(event):
-                return False
+            return False
         if self.kernel.has_exited(pid):
             return False
         # Its counts must include the children it has already reaped.
@@ -179,20 +176,19 @@ class Lifecycle:
             self.kernel.exit(pid, parent, True, self.kernel.comm_of(pid) or event.comm)
             self._reaped(pid)
             return True
+        self._reconcile(pid, info)
         self.kernel.exit(pid, info.ppid, self.host.waiting_for_child(info.ppid), info.comm)
         self._zombies.setdefault(info.ppid, set()).add(pid)
         return True
 
-    def _adopting(self, event: Exited) -> bool:
-        """After a loss, an exiting child of a counting process may be one
-        whose fork was lost: take it in, as the fork would have."""
-        if self._now() > self._adopt_until or not event.parent:
-            return False
-        if not self.kernel.is_counting(event.parent):
-            return False
-        self.kernel.fork(event.parent, event.pid, 0)
-        self.adopted += 1
-        return self.kernel.is_tracked(event.pid)
+    def _reconcile(self, pid: int, info: HostProcess | None = None) -> None:
+        """A process that counted while events were lost: what Linux says its
+        waited-for children used beyond what reached us is counted for it."""
+        if not self._host_time or not self.kernel.is_lossy(pid):
+            return
+        info = info or self.host.read_process(pid)
+        if info is not None:
+            self.credited_ns += sum(self.kernel.credit_children(pid, info.children_ns))
 
     # -- reaping -----------------------------------------------------------
 
@@ -207,6 +203,8 @@ class Lifecycle:
                 if not self._alive(child):
                     self._reaped(child)
                     reaped = True
+        if pid is not None:
+            self._reconcile(pid)
         return reaped
 
     def zombies(self) -> int:
@@ -268,6 +266,8 @@ class Lifecycle:
                 if not self.kernel.is_tracked(child):
                     self._forked(Forked(pid, child))
         self.settle()
+        for pid in self.kernel.counting():
+            self._reconcile(pid)
 
     def sweep(self) -> int:
         """The rare check of everything kept (a safety net under the

@@ -51,7 +51,7 @@ _O_DIR = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY
 # Field n (1-based, pid = 1, comm = 2) is at index n - 3.
 _STATE, _PPID, _PGRP, _SESSION, _TTY_NR = 0, 1, 2, 3, 4
 _MINFLT, _MAJFLT = 7, 9
-_UTIME, _STIME = 11, 12
+_UTIME, _STIME, _CUTIME, _CSTIME = 11, 12, 13, 14
 _NUM_THREADS = 17
 _STARTTIME = 19
 _PROCESSOR = 36
@@ -168,6 +168,7 @@ class ProcessInfo:
     egid: int = -1
     sgid: int = -1
     dumpable: bool = True  # false after a setuid/setgid exec: /proc/<pid> is then root's
+    children_ns: tuple[int, int] = (0, 0)  # CPU time of the children it waited for (cutime, cstime)
 
     @property
     def start(self) -> int:
@@ -289,6 +290,7 @@ def read_process(pid: int) -> ProcessInfo | None:
             start_time_ns=int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS,
             comm=comm.decode("utf-8", "replace"),
             tty_nr=int(st[_TTY_NR]),
+            children_ns=(int(st[_CUTIME]) * TICK_NS, int(st[_CSTIME]) * TICK_NS),
         )
     except (OSError, ValueError, IndexError, KeyError):
         return None

@@ -97,6 +97,7 @@ class ProcFs(pyfuse3.Operations):
         on_time_moved: Callable[[int], None] = lambda pid: None,
         catch_up_events: Callable[[int | None], None] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
+        status: Callable[[], list[str]] = lambda: [],
     ) -> None:
         super().__init__()
         self.kernel = kernel
@@ -112,6 +113,7 @@ class ProcFs(pyfuse3.Operations):
         # Called after an ioctl that carried data in: those are the ones that
         # set controls (PIOCENEVCTRS, PIOCSETEVCTRL, HWIOC_ENSYSCNTRS, ...).
         self._on_controls_changed = on_controls_changed
+        self._status = status  # the service's own lines for the control node
         self._handles: dict[int, Handle] = {}
         self._pages: dict[tuple[int, int], _Page] = {}  # (pid, start) -> text shared by its readers
         self._per_user: Counter[int] = Counter()  # open process files per unprivileged uid
@@ -318,7 +320,7 @@ class ProcFs(pyfuse3.Operations):
         self._catch_up_events(handle.pid or None)
         if handle.inode == CONTROL_INODE:
             return control_summary(self.kernel, self.clock.name, self.mount) + "".join(
-                line + "\n" for line in self.faults.describe()
+                line + "\n" for line in [*self._status(), *self.faults.describe()]
             )
         info = processes.read_process(handle.pid)
         comm = info.comm if info is not None and info.start == handle.start else "exited"

@@ -10,7 +10,7 @@ import pytest
 
 from hwperfd.counters.errors import InvalidRequest, NotInUse, NotPermitted
 from hwperfd.counters.kernel import INT_MAX, MAX_DESCENDANTS, Caller, CounterKernel, Restore, Signal
-from hwperfd.counters.lifecycle import ADOPT_WINDOW, Execed, Exited, Forked, Lifecycle, Lost
+from hwperfd.counters.lifecycle import Execed, Exited, Forked, Lifecycle, Lost
 from hwperfd.counters.request import CounterRequest
 from hwperfd.cpu.pmu import CpuSet
 from structs import HWPERF_CNTEN_U, spec_word
@@ -36,6 +36,7 @@ class Proc:
     state: str = "S"
     waiting: bool = False
     processor: int = 0
+    children_ns: tuple[int, int] = (0, 0)
 
     @property
     def pgid(self) -> int:
@@ -70,7 +71,13 @@ class FakeHost:
         self.procs[pid].state = "Z"
 
     def reap(self, pid: int) -> None:
-        del self.procs[pid]
+        """The parent waits for it: Linux adds its time (and its children's)."""
+        child = self.procs.pop(pid)
+        parent = self.procs.get(child.ppid)
+        if parent is not None:
+            u, s = self.times.get((pid, child.start), (0, 0))
+            cu, cs = child.children_ns
+            parent.children_ns = (parent.children_ns[0] + u + cu, parent.children_ns[1] + s + cs)
 
     # Host protocol
     def read_process(self, pid: int) -> Proc | None:
@@ -126,7 +133,7 @@ def kernel(host, signals, gone) -> CounterKernel:
 
 @pytest.fixture
 def life(kernel, host) -> Lifecycle:
-    return Lifecycle(kernel, host, host, now=lambda: host.clock)
+    return Lifecycle(kernel, host, host, host_time=True)
 
 
 def caller(proc: Proc, uid: int | None = None) -> Caller:
@@ -276,28 +283,39 @@ def test_lost_events_rescan_takes_in_children_and_lets_go_of_the_dead(kernel, li
     assert life.rescans == 1
 
 
-def test_after_a_loss_an_exiting_unknown_child_of_a_counting_parent_is_adopted(kernel, life, host):
+def test_after_a_loss_children_whose_ends_were_lost_still_count(kernel, life, host):
+    """Both the fork and the exit of 103 were lost, and 102's exit too: what
+    Linux says the parent's waited-for children used is counted for it."""
     parent = host.spawn(100, 1)
+    host.spawn(99, 100)
+    host.run(99, 7)
+    host.reap(99)  # before counting began: part of the base, not counted
     kernel.enable(caller(parent), parent, cycles())
-    life.apply([Lost()])
-    host.spawn(103, 100)  # its fork event was lost
+    host.spawn(102, 100)
+    life.apply([Forked(100, 102)])
+    host.run(102, 1)
+    kernel.catch_up([102])  # counted up to 1 ms while we heard of it
+    host.run(102, 2)
+    host.reap(102)
+    host.spawn(103, 100)
     host.run(103, 4)
-    host.die(103)
-    parent.waiting = True
-    life.apply([Exited(103, 100)])
     host.reap(103)
-    assert life.adopted == 1
-    assert kernel.read(caller(parent), parent)[1][0] == 4 * CYCLES_PER_MS
+    life.apply([Lost()])
+    assert kernel.read(caller(parent), parent)[1][0] == (1 + 2 + 4) * CYCLES_PER_MS
+    assert life.credited_ns == 6 * MS
+    life.apply([Exited(103, 100), Exited(102, 100), Lost()])  # late records, another loss: no double count
+    assert kernel.read(caller(parent), parent)[1][0] == 7 * CYCLES_PER_MS
 
 
-def test_without_a_loss_an_unknown_exiting_process_is_not_adopted(kernel, life, host):
+def test_under_the_manual_clock_linux_totals_are_not_counted(kernel, host):
+    life = Lifecycle(kernel, host, host, host_time=False)
     parent = host.spawn(100, 1)
     kernel.enable(caller(parent), parent, cycles())
-    host.spawn(104, 100)  # forked before counting began: not inherited
-    host.clock = ADOPT_WINDOW + 1
-    host.die(104)
-    life.apply([Exited(104, 100)])
-    assert life.adopted == 0 and not kernel.is_tracked(104)
+    host.spawn(103, 100)
+    host.run(103, 4)
+    host.reap(103)
+    life.apply([Lost()])
+    assert kernel.read(caller(parent), parent)[1][0] == 0
 
 
 def test_exits_of_many_zombies_stay_linear(kernel, life, host):
