@@ -483,7 +483,15 @@ def boot_time_epoch_ns() -> int:
     return int(data[at : data.index(b"\n", at)]) * 1_000_000_000
 
 
-def _context_switches(dfd: int, threads: int) -> tuple[int, int]:
+#: Thread groups larger than this have their switches summed at most once
+#: per ``SWITCHES_TTL_NS``: a walk of thousands of threads costs milliseconds,
+#: and a client asking in a loop must not make every other user wait.
+SWITCHES_CACHED_ABOVE = 64
+SWITCHES_TTL_NS = 1_000_000_000
+_switches_seen: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}  # (pid, start) -> (when, sums)
+
+
+def _context_switches(dfd: int, threads: int, key: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """(voluntary, involuntary) switches of all live threads.
 
     status reports them for one thread only; threads that already exited
@@ -493,6 +501,11 @@ def _context_switches(dfd: int, threads: int) -> tuple[int, int]:
     if threads <= 1:
         f = _status_fields(_read("status", dfd), *keys)
         return int(f[keys[0]][0]), int(f[keys[1]][0])
+    now = time.monotonic_ns()
+    if threads > SWITCHES_CACHED_ABOVE:
+        seen = _switches_seen.get(key)
+        if seen is not None and now - seen[0] < SWITCHES_TTL_NS:
+            return seen[1]
     vol = invol = 0
     tfd = os.open("task", _O_DIR, dir_fd=dfd)
     try:
@@ -505,6 +518,10 @@ def _context_switches(dfd: int, threads: int) -> tuple[int, int]:
                 continue  # thread exited meanwhile
     finally:
         os.close(tfd)
+    if threads > SWITCHES_CACHED_ABOVE:
+        if len(_switches_seen) >= 256:
+            _switches_seen.clear()
+        _switches_seen[key] = (now, (vol, invol))
     return vol, invol
 
 
@@ -521,7 +538,7 @@ def read_usage(pid: int) -> Usage | None:
     try:
         _, st = _split_stat(_read("stat", dfd))
         cpu = _cpu_times(pid, int(st[_UTIME]), int(st[_STIME]))
-        vol, invol = _context_switches(dfd, int(st[_NUM_THREADS]))
+        vol, invol = _context_switches(dfd, int(st[_NUM_THREADS]), (pid, int(st[_STARTTIME])))
         try:
             io = _keyed_ints(_read("io", dfd))
         except PermissionError:
