@@ -5,7 +5,9 @@ is on the hot path: ``read_cpu_times`` reads one small file and makes one
 system call.  Everything else here is read only when a client asks.
 
 Every reader returns ``None`` when the process has gone: a process may exit
-between any two reads, and that is a normal outcome, not an error.
+between any two reads, and that is a normal outcome, not an error.  Any other
+failure (EMFILE, ENFILE, ENOMEM, EACCES, ...) is raised: a process must not
+look absent because the reader ran short of descriptors or rights.
 """
 
 from __future__ import annotations
@@ -85,6 +87,16 @@ _WAIT_WCHANS = frozenset(
         b"sys_waitpid",
     }
 )
+
+
+#: What reading a process's /proc files fails with once it is gone.
+_GONE = frozenset({errno.ENOENT, errno.ESRCH})
+
+
+def _gone(exc: OSError) -> None:
+    """Return if ``exc`` says the process is gone; raise it otherwise."""
+    if exc.errno not in _GONE:
+        raise exc
 
 
 class _Gone(Exception):
@@ -202,7 +214,8 @@ def read_process(pid: int) -> ProcessInfo | None:
     """
     try:
         dfd = os.open(f"{PROC}/{pid}", _O_DIR)
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
     try:
         comm, st = _split_stat(_read("stat", dfd))
@@ -221,7 +234,10 @@ def read_process(pid: int) -> ProcessInfo | None:
             comm=comm.decode("utf-8", "replace"),
             tty_nr=int(st[_TTY_NR]),
         )
-    except (OSError, ValueError, IndexError, KeyError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError, KeyError):
         return None
     finally:
         os.close(dfd)
@@ -297,7 +313,10 @@ def read_cpu_ticks(pid: int) -> tuple[int, int] | None:
     try:
         _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
         return int(st[_UTIME]), int(st[_STIME])
-    except (OSError, ValueError, IndexError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
         return None
 
 
@@ -306,7 +325,8 @@ def cpu_times_from_ticks(pid: int, utime: int, stime: int) -> CpuTimes | None:
     earlier (``read_cpu_ticks``); None if gone.  One clock_gettime."""
     try:
         return _cpu_times(pid, utime, stime)
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
 
 
@@ -323,7 +343,10 @@ def read_cpu_times(pid: int, previous: CpuTimes | None = None) -> CpuTimes | Non
     try:
         _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
         times = _cpu_times(pid, int(st[_UTIME]), int(st[_STIME]))
-    except (OSError, ValueError, IndexError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
         return None
     return times if previous is None else clamp_cpu_times(previous, times)
 
@@ -395,7 +418,8 @@ def read_cmdline(pid: int) -> list[str] | None:
     """The arguments, [] for a kernel thread or zombie, None if gone."""
     try:
         data = _read(f"{PROC}/{pid}/cmdline")
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
     return [arg.decode("utf-8", "replace") for arg in data.split(b"\0") if arg]
 
@@ -445,7 +469,8 @@ def read_usage(pid: int) -> Usage | None:
     """
     try:
         dfd = os.open(f"{PROC}/{pid}", _O_DIR)
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
     try:
         _, st = _split_stat(_read("stat", dfd))
@@ -478,7 +503,10 @@ def read_usage(pid: int) -> Usage | None:
             oublock=io.get(b"write_bytes", 0) // 512,
             syscalls=syscr + syscw,
         )
-    except (OSError, ValueError, IndexError, KeyError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError, KeyError):
         return None
     finally:
         os.close(dfd)
