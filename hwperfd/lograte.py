@@ -5,8 +5,9 @@ internal error) is charged to the caller's uid, which the FUSE boundary sets
 in ``client_uid`` for the time of the request.  Each uid may log a burst of
 ``BURST`` lines and then ``RATE`` lines a second; the rest are dropped and
 counted, and one "suppressed K messages" line per uid says so once its quota
-comes back (at the next line logged by anyone, or at shutdown).  Lines logged
-outside a request (start, stop, background tasks) are never limited.
+comes back (at the next line logged by anyone, or at shutdown).  A line is
+cut at ``LONGEST`` characters, as it may quote what the client sent.  Lines
+logged outside a request (start, stop, background tasks) are never limited.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ client_uid: contextvars.ContextVar[int | None] = contextvars.ContextVar("client_
 RATE = 5.0  # lines a second each uid may keep logging
 BURST = 20  # lines a uid may log at once
 TRACKED = 1024  # uids remembered at most; the quietest are forgotten first
+LONGEST = 300  # characters of a client-caused line kept (it may quote the client's input)
 
 
 @dataclass
@@ -61,6 +63,9 @@ class PerUserRateLimit(logging.Filter):
         self._refill(bucket, now)
         if bucket.tokens >= 1:
             bucket.tokens -= 1
+            message = record.getMessage()
+            if len(message) > LONGEST:
+                record.msg, record.args = message[:LONGEST] + f"... ({len(message)} characters)", None
             return True
         bucket.suppressed += 1
         return False
