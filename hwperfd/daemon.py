@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 
-import hwperfd.lograte as lograte
+import hwperfd.lograte as lograte  # noqa: PLR0402 - the layering test reads module names
 from hwperfd.cpu.pmu import CPU_TYPES
 
 log = logging.getLogger("hwperfd")

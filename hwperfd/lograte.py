@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 #: The uid of the client whose request is being served, None outside a request.
 client_uid: contextvars.ContextVar[int | None] = contextvars.ContextVar("client_uid", default=None)
+#: Requests whose caller FUSE does not tell (readdir) share one quota under this.
+UNKNOWN_UID = -1
 
 RATE = 5.0  # lines a second each uid may keep logging
 BURST = 20  # lines a uid may log at once
@@ -89,7 +91,8 @@ class PerUserRateLimit(logging.Filter):
                     continue
                 bucket.tokens -= 1
             count, bucket.suppressed = bucket.suppressed, 0
-            self._emit(f"uid {uid}: suppressed {count} messages (more than {self._rate:g} a second)")
+            who = "requests of unknown uid" if uid == UNKNOWN_UID else f"uid {uid}"
+            self._emit(f"{who}: suppressed {count} messages (more than {self._rate:g} a second)")
 
     def _emit(self, message: str) -> None:
         record = logging.makeLogRecord(

@@ -20,11 +20,12 @@ import functools
 import inspect
 import logging
 import os
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pyfuse3
 
-import hwperfd.lograte as lograte
+import hwperfd.lograte as lograte  # noqa: PLR0402 - the layering test reads module names
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,9 @@ EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 # pyfuse3's request handlers that carry a RequestContext (its uid) ...
 _WITH_CTX = ("lookup", "getattr", "setattr", "opendir", "open", "statfs")
 # ... and those that name an open file instead: its opener is charged.
-_WITH_FH = ("read", "write", "flush", "release", "readdir", "releasedir")
+_WITH_FH = ("read", "write", "flush", "release")
+# Directory handles are not ours to number (opendir answers the inode).
+_OTHERS = ("readdir", "releasedir")
 
 C = TypeVar("C", bound=type)
 
@@ -51,13 +54,14 @@ def answer(op: str, exc: Exception) -> int:
     return errno.EIO
 
 
-def _uid_of(op: str, self: Any, args: tuple, kwargs: dict) -> int | None:
+def _uid_of(op: str, self: Any, args: tuple, kwargs: dict) -> int:
+    uid = None
     if op in _WITH_CTX:
         ctx = kwargs.get("ctx", args[-1] if args else None)
-        return getattr(ctx, "uid", None)
-    if op in _WITH_FH and args:
-        return _openers(self).get(args[0])
-    return None
+        uid = getattr(ctx, "uid", None)
+    elif op in _WITH_FH and args:
+        uid = _openers(self).get(args[0])
+    return lograte.UNKNOWN_UID if uid is None else uid
 
 
 def _openers(self: Any) -> dict[int, int]:
@@ -76,14 +80,12 @@ def _wrap_async(op: str, method: Callable) -> Callable:
             result = await method(self, *args, **kwargs)
         except pyfuse3.FUSEError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the point: no exception leaves a request
             raise pyfuse3.FUSEError(answer(op, exc)) from None
         finally:
             lograte.client_uid.reset(token)
         if op == "open":
-            uid = _uid_of(op, self, args, kwargs)
-            if uid is not None:
-                _openers(self)[result.fh] = uid
+            _openers(self)[result.fh] = _uid_of(op, self, args, kwargs)
         elif op == "release" and args:
             _openers(self).pop(args[0], None)
         return result
@@ -103,7 +105,7 @@ def _wrap_ioctl(method: Callable) -> Callable:
             if exc.errno not in EXHAUSTED:
                 raise  # the call's own answer (the bridge turns ENOSYS into ENOTTY)
             raise OSError(answer(f"ioctl {cmd:#x}", exc), os.strerror(errno.EAGAIN)) from None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the point: no exception leaves a request
             raise OSError(answer(f"ioctl {cmd:#x}", exc), os.strerror(errno.EIO)) from None
         finally:
             lograte.client_uid.reset(token)
@@ -114,10 +116,10 @@ def _wrap_ioctl(method: Callable) -> Callable:
 def guarded(cls: C) -> C:
     """Class decorator: every request handler ``cls`` defines answers an
     errno whatever happens inside, and logs against its caller's uid."""
-    for op in (*_WITH_CTX, *_WITH_FH):
+    for op in (*_WITH_CTX, *_WITH_FH, *_OTHERS):
         method = cls.__dict__.get(op)
         if method is not None and inspect.iscoroutinefunction(method):
             setattr(cls, op, _wrap_async(op, method))
     if "ioctl" in cls.__dict__:
-        setattr(cls, "ioctl", _wrap_ioctl(cls.__dict__["ioctl"]))
+        cls.ioctl = _wrap_ioctl(cls.__dict__["ioctl"])  # type: ignore[attr-defined]
     return cls

@@ -27,7 +27,7 @@ class Lines(logging.Handler):
 def limited(rate: float = 2, burst: int = 3):
     clock, handler = Clock(), Lines()
     handler.addFilter(lograte.PerUserRateLimit(handler, rate=rate, burst=burst, clock=clock))
-    logger = logging.Logger("test-lograte")
+    logger = logging.Logger("test-lograte")  # noqa: LOG001 - a private one, not in the registry
     logger.addHandler(handler)
     return clock, handler, logger
 
@@ -54,7 +54,7 @@ def test_each_uid_gets_a_burst_then_its_rate_and_a_count_of_the_rest():
 
 
 def test_a_report_waits_for_the_uid_quota_and_comes_at_flush():
-    clock, handler, logger = limited(rate=1, burst=1)
+    _, handler, logger = limited(rate=1, burst=1)
     log_as(logger, 7, "first")
     log_as(logger, 7, "dropped")
     log_as(logger, None, "daemon")  # the quota is not back: no report yet
@@ -64,7 +64,7 @@ def test_a_report_waits_for_the_uid_quota_and_comes_at_flush():
 
 
 def test_long_lines_from_a_client_are_cut():
-    clock, handler, logger = limited()
+    _, handler, logger = limited()
     log_as(logger, 5, "x" * 10_000)
     log_as(logger, None, "y" * 1_000)
     assert handler.lines[0] == "x" * lograte.LONGEST + "... (10000 characters)"
