@@ -6,15 +6,20 @@ import argparse
 import errno
 import logging
 import os
+import resource
 import socket
 import subprocess
 import sys
 
+import hwperfd.lograte as lograte  # noqa: PLR0402 - the layering test reads module names
 from hwperfd.cpu.pmu import CPU_TYPES
 
 log = logging.getLogger("hwperfd")
 
 DEFAULT_MOUNT = "/run/hwperfd"
+# Descriptors the daemon needs at once: the FUSE device, its netlink sockets,
+# trio's, and a few /proc files being read; an ordinary hard limit gives plenty.
+MIN_FILES = 64
 
 
 class SetupError(Exception):
@@ -78,6 +83,9 @@ def prepare_mountpoint(path: str, explicit: bool) -> str:
         raise SetupError("hwperfd must run as root: it mounts with allow_other and reads every process's /proc")
     if not os.path.exists("/dev/fuse"):
         raise SetupError("/dev/fuse is missing: load the fuse module (modprobe fuse) or install fuse3")
+    if os.path.islink(path):
+        # FUSE would mount over wherever it points; say where instead.
+        raise SetupError(f"mount point {path} is a symbolic link (to {os.readlink(path)}); give the real directory")
     fstype = mounted_at(path)
     if fstype is not None:
         try:
@@ -101,6 +109,21 @@ def prepare_mountpoint(path: str, explicit: bool) -> str:
     return os.path.realpath(path)
 
 
+def raise_file_limit() -> int:
+    """Lift the soft RLIMIT_NOFILE to the hard one: running short of
+    descriptors would make live processes look absent to clients."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:  # the kernel caps descriptors at fs.nr_open
+        with open("/proc/sys/fs/nr_open") as f:
+            target = int(f.read())
+    if target < MIN_FILES:
+        raise SetupError(f"the open-files limit is {target}; hwperfd needs at least {MIN_FILES} (ulimit -Hn, LimitNOFILE=)")
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target
+
+
 def notify(message: str) -> None:
     """systemd's sd_notify, in the few lines the protocol needs."""
     address = os.environ.get("NOTIFY_SOCKET")
@@ -119,14 +142,18 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.debug else logging.INFO,
         format="hwperfd: %(levelname)s %(message)s",
     )
+    limit = lograte.install(logging.getLogger().handlers[0])
     try:
         mount = prepare_mountpoint(args.mountpoint or default_mount(), explicit=args.mountpoint is not None)
+        raise_file_limit()
         from hwperfd.service import serve
 
         return serve(args, mount)
     except SetupError as exc:
         print(f"hwperfd: {exc}", file=sys.stderr)
         return 1
+    finally:
+        limit.flush()
 
 
 if __name__ == "__main__":

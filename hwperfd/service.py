@@ -11,6 +11,7 @@ import contextlib
 import logging
 import signal
 from fractions import Fraction
+from typing import Awaitable, Callable
 
 # The ioctl bridge must be loaded before pyfuse3 (it interposes on libfuse).
 from hwperfd.procfs import bridge  # noqa: I001
@@ -35,6 +36,17 @@ ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 MAX_ZOMBIE_INTERVAL = 1.0
 SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
 LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
+
+
+async def resilient(task: Callable[[], Awaitable[None]]) -> None:
+    """Run a background task; if /proc fails it (the daemon ran short of
+    descriptors or memory), log one line and start it again a second later."""
+    while True:
+        try:
+            return await task()
+        except OSError as exc:
+            log.warning("%s: %s; restarting it", task.__name__, exc)
+        await trio.sleep(1)
 
 
 class Daemon:
@@ -99,11 +111,11 @@ class Daemon:
             # follow-on answering (--linger) requires it.
             nursery.start_soon(pyfuse3.main, 1, 1)
             nursery.start_soon(self.signals.run)
-            nursery.start_soon(self._sweep)
-            nursery.start_soon(self._reap_zombies)
-            nursery.start_soon(self._follow_processes)
+            nursery.start_soon(resilient, self._sweep)
+            nursery.start_soon(resilient, self._reap_zombies)
+            nursery.start_soon(resilient, self._follow_processes)
             if isinstance(self.clock, RealClock):
-                nursery.start_soon(self._tick)
+                nursery.start_soon(resilient, self._tick)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 log.info("mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name)
                 notify("READY=1\nSTATUS=serving " + self.mount)

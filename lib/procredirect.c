@@ -24,7 +24,9 @@
 #include <sys/ioctl.h>
 #include <sys/procfs.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
@@ -119,36 +121,86 @@ static int on_fuse(int fd)
     return fstatfs(fd, &st) == 0 && st.f_type == FUSE_SUPER_MAGIC;
 }
 
-/* hwp_aux may be NULL: a fresh generation and counts from zero. */
-static int enevctrsex(ioctl_fn real, int fd, const hwperf_profevctrargex_t *ex)
+/*
+ * The pointers come from the program and may be bad: IRIX's kernel answered
+ * EFAULT for them (copyin), so must we, not SIGSEGV.  The copies go through
+ * the kernel, which checks them: process_vm_readv/writev on ourselves, or,
+ * where that is refused (seccomp, old kernels), a pipe.
+ */
+static int copy_through_pipe(void *to, const void *from, size_t size)
 {
-    hwperfd_enevctrsex_t flat;
+    int fds[2], rc = -1;
 
-    if (ex == NULL || ex->hwp_args == NULL) {
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    /* The structs are far smaller than a pipe's buffer: all or nothing. */
+    if (write(fds[1], from, size) == (ssize_t)size && read(fds[0], to, size) == (ssize_t)size)
+        rc = 0;
+    close(fds[0]);
+    close(fds[1]);
+    if (rc != 0)
+        errno = EFAULT;
+    return rc;
+}
+
+/* Copy `size` bytes; -1 with errno EFAULT if either side is not ours to use. */
+static int checked_copy(void *to, const void *from, size_t size, int outward)
+{
+    struct iovec local = {outward ? (void *)from : to, size};
+    struct iovec remote = {outward ? to : (void *)from, size};
+    ssize_t n;
+
+    n = outward ? process_vm_writev(getpid(), &local, 1, &remote, 1, 0)
+                : process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (n == (ssize_t)size)
+        return 0;
+    if (n >= 0 || errno == EFAULT) {
         errno = EFAULT;
         return -1;
     }
+    return copy_through_pipe(to, from, size); /* ENOSYS, EPERM: no process_vm_* here */
+}
+
+#define COPY_IN(to, from) checked_copy((to), (from), sizeof *(to), 0)
+#define COPY_OUT(to, from) checked_copy((to), (from), sizeof *(from), 1)
+
+/* hwp_aux may be NULL: a fresh generation and counts from zero. */
+static int enevctrsex(ioctl_fn real, int fd, const hwperf_profevctrargex_t *user)
+{
+    hwperf_profevctrargex_t ex;
+    hwperfd_enevctrsex_t flat;
+
     memset(&flat, 0, sizeof flat);
-    flat.hwp_args = *ex->hwp_args;
-    if (ex->hwp_aux != NULL)
-        flat.hwp_aux = *ex->hwp_aux;
+    if (user == NULL || COPY_IN(&ex, user) != 0 || ex.hwp_args == NULL
+        || COPY_IN(&flat.hwp_args, ex.hwp_args) != 0
+        || (ex.hwp_aux != NULL && COPY_IN(&flat.hwp_aux, ex.hwp_aux) != 0)) {
+        errno = EFAULT;
+        return -1;
+    }
     return real(fd, HWPERFD_PIOCENEVCTRSEX, &flat);
 }
 
-static int getevctrlex(ioctl_fn real, int fd, const hwperf_getctrlex_arg_t *ex)
+static int getevctrlex(ioctl_fn real, int fd, const hwperf_getctrlex_arg_t *user)
 {
+    hwperf_getctrlex_arg_t ex;
     hwperfd_getevctrlex_t flat;
     int rc;
 
-    if (ex == NULL || ex->hwp_evctrl == NULL || ex->hwp_evctrlaux == NULL) {
+    /* Both destinations are checked before the call: a fault after it would
+     * leave the caller with half an answer. */
+    if (user == NULL || COPY_IN(&ex, user) != 0 || ex.hwp_evctrl == NULL || ex.hwp_evctrlaux == NULL
+        || COPY_IN(&flat.hwp_evctrl, ex.hwp_evctrl) != 0 || COPY_OUT(ex.hwp_evctrl, &flat.hwp_evctrl) != 0
+        || COPY_IN(&flat.hwp_evctrlaux, ex.hwp_evctrlaux) != 0
+        || COPY_OUT(ex.hwp_evctrlaux, &flat.hwp_evctrlaux) != 0) {
         errno = EFAULT;
         return -1;
     }
     memset(&flat, 0, sizeof flat);
     rc = real(fd, HWPERFD_PIOCGETEVCTRLEX, &flat);
-    if (rc >= 0) {
-        *ex->hwp_evctrl = flat.hwp_evctrl;
-        *ex->hwp_evctrlaux = flat.hwp_evctrlaux;
+    if (rc >= 0 && (COPY_OUT(ex.hwp_evctrl, &flat.hwp_evctrl) != 0
+                    || COPY_OUT(ex.hwp_evctrlaux, &flat.hwp_evctrlaux) != 0)) {
+        errno = EFAULT; /* unmapped meanwhile by another thread */
+        return -1;
     }
     return rc;
 }

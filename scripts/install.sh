@@ -4,7 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in fuse3 libfuse3-dev pkg-config gcc make util-linux; do
+# systemd: systemd-analyze, which rates and checks the unit; strace: the unit test
+# records the system calls the daemon makes under the unit's restrictions.
+for pkg in fuse3 libfuse3-dev pkg-config gcc make util-linux systemd strace; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -14,7 +14,9 @@ ALLOWED = {
     "hwperfd.host": set(),
     "hwperfd.counters": {"hwperfd.cpu"},
     "hwperfd.ioctl": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
-    "hwperfd.procfs": {"hwperfd.ioctl", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    # The per-user log limit: the FUSE boundary says whose request is logging.
+    "hwperfd.lograte": set(),
+    "hwperfd.procfs": {"hwperfd.ioctl", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte", "structs"},
     # Tools are clients: they speak to the mount, never to the daemon's insides.
     "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},
     # ecfind reads Linux's /proc for its ps(1) columns, as any program may.

@@ -5,7 +5,9 @@ is on the hot path: ``read_cpu_times`` reads one small file and makes one
 system call.  Everything else here is read only when a client asks.
 
 Every reader returns ``None`` when the process has gone: a process may exit
-between any two reads, and that is a normal outcome, not an error.
+between any two reads, and that is a normal outcome, not an error.  Any other
+failure (EMFILE, ENFILE, ENOMEM, EACCES, ...) is raised: a process must not
+look absent because the reader ran short of descriptors or rights.
 """
 
 from __future__ import annotations
@@ -86,6 +88,16 @@ _WAIT_WCHANS = frozenset(
         b"sys_waitpid",
     }
 )
+
+
+#: What reading a process's /proc files fails with once it is gone.
+_GONE = frozenset({errno.ENOENT, errno.ESRCH})
+
+
+def _gone(exc: OSError) -> None:
+    """Return if ``exc`` says the process is gone; raise it otherwise."""
+    if exc.errno not in _GONE:
+        raise exc
 
 
 class _Gone(Exception):
@@ -200,7 +212,10 @@ def read_start(pid: int) -> int | None:
     try:
         _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
         return int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS
-    except (OSError, ValueError, IndexError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
         return None
 
 
@@ -210,9 +225,16 @@ def open_pidfd(pid: int, start: int) -> int | None:
     signals through it can never reach a later process given the same pid."""
     try:
         fd = os.pidfd_open(pid)
-    except OSError:
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # EINVAL: not a thread-group leader
+            _gone(exc)
         return None
-    if read_start(pid) != start:
+    try:
+        same = read_start(pid) == start
+    except OSError:
+        os.close(fd)
+        raise
+    if not same:
         os.close(fd)
         return None
     return fd
@@ -264,7 +286,8 @@ def read_process(pid: int) -> ProcessInfo | None:
     """
     try:
         dfd = os.open(f"{PROC}/{pid}", _O_DIR)
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
     try:
         comm, st = _split_stat(_read("stat", dfd))
@@ -292,7 +315,10 @@ def read_process(pid: int) -> ProcessInfo | None:
             tty_nr=int(st[_TTY_NR]),
             children_ns=(int(st[_CUTIME]) * TICK_NS, int(st[_CSTIME]) * TICK_NS),
         )
-    except (OSError, ValueError, IndexError, KeyError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError, KeyError):
         return None
     finally:
         os.close(dfd)
@@ -368,7 +394,10 @@ def read_cpu_ticks(pid: int) -> tuple[int, int] | None:
     try:
         _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
         return int(st[_UTIME]), int(st[_STIME])
-    except (OSError, ValueError, IndexError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
         return None
 
 
@@ -377,7 +406,8 @@ def cpu_times_from_ticks(pid: int, utime: int, stime: int) -> CpuTimes | None:
     earlier (``read_cpu_ticks``); None if gone.  One clock_gettime."""
     try:
         return _cpu_times(pid, utime, stime)
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
 
 
@@ -394,7 +424,10 @@ def read_cpu_times(pid: int, previous: CpuTimes | None = None) -> CpuTimes | Non
     try:
         _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
         times = _cpu_times(pid, int(st[_UTIME]), int(st[_STIME]))
-    except (OSError, ValueError, IndexError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
         return None
     return times if previous is None else clamp_cpu_times(previous, times)
 
@@ -466,7 +499,8 @@ def read_cmdline(pid: int) -> list[str] | None:
     """The arguments, [] for a kernel thread or zombie, None if gone."""
     try:
         data = _read(f"{PROC}/{pid}/cmdline")
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
     return [arg.decode("utf-8", "replace") for arg in data.split(b"\0") if arg]
 
@@ -533,7 +567,8 @@ def read_usage(pid: int) -> Usage | None:
     """
     try:
         dfd = os.open(f"{PROC}/{pid}", _O_DIR)
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
     try:
         _, st = _split_stat(_read("stat", dfd))
@@ -566,7 +601,10 @@ def read_usage(pid: int) -> Usage | None:
             oublock=io.get(b"write_bytes", 0) // 512,
             syscalls=syscr + syscw,
         )
-    except (OSError, ValueError, IndexError, KeyError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError, KeyError):
         return None
     finally:
         os.close(dfd)

@@ -13,12 +13,19 @@ open it for writing.  The root-only control node also takes::
     lose PID                        take PID's counters away, as system mode would
 
 Durations are nanoseconds, or a number with ns, us, ms or s.
+
+Commands arrive whole in one write(2) of at most ``MAX_WRITE`` bytes (FUSE
+hands the daemon a longer write in pieces cut anywhere, so lines are never
+joined across writes); a longer write is refused with EFBIG.
 """
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
+
+#: Longest write(2) a file of the mount takes (below FUSE's 128 KiB pieces).
+MAX_WRITE = 64 * 1024
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 

@@ -28,6 +28,7 @@ from hwperfd.ioctl.errno_map import to_oserror
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
 from hwperfd.procfs import commands
+from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.summary import control_summary, process_summary
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class _Page:
     stamp: tuple[int, int]
 
 
+@guarded
 class ProcFs(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
@@ -278,6 +280,12 @@ class ProcFs(pyfuse3.Operations):
         self._check_reader(handle)
         inode = handle.inode
         self.changed()
+        if len(buf) > commands.MAX_WRITE:
+            # Commands come whole in one write(2) of at most MAX_WRITE bytes: a
+            # longer one reaches us in pieces cut anywhere, so it is refused
+            # before any piece runs (the first piece is already too long).
+            log.info("refused a write of %d bytes: commands take at most %d", len(buf), commands.MAX_WRITE)
+            raise pyfuse3.FUSEError(errno.EFBIG)
         try:
             lines = commands.parse_lines(buf)
             for words in lines:
@@ -286,7 +294,7 @@ class ProcFs(pyfuse3.Operations):
                 else:
                     self._process_command(handle.pid, words)
         except (commands.CommandError, faults.FaultError, ValueError) as exc:
-            log.info("refused command %r: %s", bytes(buf[:200]), exc)
+            log.info("refused command %r: %s", bytes(buf[:80]), exc)
             raise pyfuse3.FUSEError(errno.EINVAL) from None
         except CounterError as exc:
             raise pyfuse3.FUSEError(to_oserror(exc).errno) from None

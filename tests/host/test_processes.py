@@ -368,3 +368,26 @@ def test_usage_of_self_counts_threads() -> None:
     finally:
         stop.set()
         t.join()
+
+
+def test_a_reader_short_of_descriptors_raises_rather_than_call_the_process_gone():
+    """None means gone; EMFILE means the reader could not look, and says so."""
+    import errno
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    me = os.getpid()
+    readers = (hp.read_process, hp.read_usage, hp.read_cpu_times, hp.read_cpu_ticks, hp.read_cmdline)
+    lowest_free = os.dup(0)  # the limit bounds descriptor numbers: none may be opened at or above it
+    os.close(lowest_free)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+    try:
+        for reader in readers:
+            with pytest.raises(OSError) as info:
+                reader(me)
+            assert info.value.errno == errno.EMFILE, reader.__name__
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    gone = max(hp.list_pids()) + 100_000
+    assert [reader(gone) for reader in readers] == [None] * len(readers)
+    assert all(reader(me) is not None for reader in readers)
