@@ -25,7 +25,7 @@ from hwperfd.ioctl import faults
 from hwperfd.ioctl.errno_map import to_oserror
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
-from hwperfd.procfs import commands
+from hwperfd.procfs import commands, pinfo
 from hwperfd.procfs.summary import control_summary, process_summary
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,15 @@ class ProcFs(pyfuse3.Operations):
         self._pages: dict[int, bytes] = {}  # fh -> text being read
         self._next_fh = 1
         self._started = time.time_ns()
+        self._pinfo = pinfo.PinfoFiles(kernel, self._started)
 
     # -- names and attributes -------------------------------------------------
 
     async def lookup(self, parent_inode, name, ctx=None):
+        if parent_inode == pinfo.DIR_INODE:
+            return self._pinfo.lookup(name)
+        if parent_inode == pyfuse3.ROOT_INODE and name == pinfo.NAME:
+            return self._pinfo.attrs(pinfo.DIR_INODE)
         if parent_inode != pyfuse3.ROOT_INODE:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if name == CONTROL_NAME:
@@ -96,6 +101,8 @@ class ProcFs(pyfuse3.Operations):
         return self._attrs(pid + _PID_BASE)
 
     async def getattr(self, inode, ctx=None):
+        if pinfo.owns(inode):
+            return self._pinfo.attrs(inode)
         return self._attrs(inode)
 
     async def setattr(self, inode, attr, fields, fh, ctx):
@@ -130,14 +137,19 @@ class ProcFs(pyfuse3.Operations):
         return entry
 
     async def opendir(self, inode, ctx):
-        if inode != pyfuse3.ROOT_INODE:
+        if inode != pyfuse3.ROOT_INODE and inode != pinfo.DIR_INODE:
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         return inode
 
     async def readdir(self, fh, start_id, token):
-        # Offsets: 1 after the control node, pid + 2 after a pid.
+        if fh == pinfo.DIR_INODE:
+            return await self._pinfo.readdir(start_id, token)
+        # Offsets: 1 after the control node, 2 after pinfo, pid + 2 after a pid.
         if start_id < 1:
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
+                return
+        if start_id < 2:
+            if not pyfuse3.readdir_reply(token, pinfo.NAME, self._pinfo.attrs(pinfo.DIR_INODE), 2):
                 return
         for pid in processes.list_pids():
             if pid + 2 <= start_id:
@@ -162,9 +174,11 @@ class ProcFs(pyfuse3.Operations):
 
     async def open(self, inode, flags, ctx):
         # Ownership and mode are enforced by the kernel (default_permissions).
-        if inode == pyfuse3.ROOT_INODE:
+        if inode == pyfuse3.ROOT_INODE or inode == pinfo.DIR_INODE:
             raise pyfuse3.FUSEError(errno.EISDIR)
-        if inode != CONTROL_INODE and processes.read_process(inode - _PID_BASE) is None:
+        if pinfo.owns(inode):
+            self._pinfo.attrs(inode)  # ENOENT if the process is gone
+        elif inode != CONTROL_INODE and processes.read_process(inode - _PID_BASE) is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         fh = self._next_fh
         self._next_fh += 1
@@ -172,12 +186,16 @@ class ProcFs(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False, nonseekable=False)
 
     async def read(self, fh, off, size):
+        if pinfo.owns(self._inode(fh)):
+            raise pyfuse3.FUSEError(errno.EINVAL)  # proc(4): no read(2) on pinfo files
         if off == 0 or fh not in self._pages:
             self._pages[fh] = self._render(self._inode(fh)).encode()
         return self._pages[fh][off : off + size]
 
     async def write(self, fh, off, buf):
         inode = self._inode(fh)
+        if pinfo.owns(inode):
+            raise pyfuse3.FUSEError(errno.EINVAL)  # proc(4): no write(2) on pinfo files
         try:
             lines = commands.parse_lines(buf)
             for words in lines:
@@ -270,6 +288,9 @@ class ProcFs(pyfuse3.Operations):
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         self._catch_up_events()
+        if pinfo.owns(ino):
+            self.faults.check(pinfo.pid_of(ino), cmd)
+            return self._pinfo.ioctl(ino, call)
         self.faults.check(faults.CONTROL if ino == CONTROL_INODE else ino - _PID_BASE, cmd)
         if ino == CONTROL_INODE:
             reply = self._syssgi_ioctls(call)
