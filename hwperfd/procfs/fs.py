@@ -22,6 +22,7 @@ from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
 from hwperfd.ioctl.calls import IoctlCall
 from hwperfd.ioctl import faults
+from hwperfd.ioctl import machine
 from hwperfd.ioctl.errno_map import to_oserror
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
@@ -296,8 +297,10 @@ class ProcFs(pyfuse3.Operations):
             reply = self._syssgi_ioctls(call)
         elif ino >= _PID_BASE:
             reply = self._proc_ioctls(ino - _PID_BASE, call)
+        elif ino == pyfuse3.ROOT_INODE:
+            reply = machine.root_ioctl(self.kernel, call)  # any user may ask
         else:
-            raise OSError(errno.ENOTTY, "the mount root takes no ioctl")
+            raise OSError(errno.ENOTTY, "no ioctl here")
         if data:
             self._on_controls_changed()
         return reply

@@ -4,6 +4,7 @@ structs/prinfo.py, and the header is IRIX's, usable beside Linux headers."""
 import pytest
 
 import structs
+from structs import machine as M
 from structs import prinfo as I
 from tests.abi.test_headers import (
     CC,
@@ -20,13 +21,15 @@ STRUCTS = {
     "prusage_t": I.prusage_t,
     "prmap_t": I.prmap_t,
     "prcred_t": I.prcred_t,
+    "hwperfd_machine_t": M.hwperfd_machine_t,
 }
-MACROS = [n for n in dir(I) if n.isupper() and isinstance(getattr(I, n), int)]
+MACROS = [n for mod in (I, M) for n in dir(mod) if n.isupper() and isinstance(getattr(mod, n), int)]
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <sys/procfs.h>", "int main(void)", "{"]
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <sys/procfs.h>", "#include <sys/syssgi.h>"]
+    lines += ["#include <sys/sysmp.h>", "int main(void)", "{"]
     for ctype, con in STRUCTS.items():
         lines.append(f'\tprintf("sizeof {ctype} %zu\\n", sizeof({ctype}));')
         for path in field_paths(con):
@@ -57,7 +60,8 @@ def test_irix_sizes():
 def test_macros_and_ioctl_numbers_match(probe):
     assert probe[("sizeof", "timers")] == I.prtimers_t.sizeof()
     for name in MACROS:
-        assert probe[("macro", name)] == getattr(I, name) & 0xFFFFFFFFFFFFFFFF, name
+        value = getattr(I, name) if hasattr(I, name) else getattr(M, name)
+        assert probe[("macro", name)] == value & 0xFFFFFFFFFFFFFFFF, name
     # IRIX's numbers, Linux's encoding
     assert [structs.ioc_size(getattr(I, n)) for n in ("PIOCPSINFO", "PIOCUSAGE", "PIOCCRED")] == [408, 376, 28]
     assert [getattr(I, n) & 0xFF for n in ("PIOCPSINFO", "PIOCNMAP", "PIOCMAP", "PIOCCRED", "PIOCUSAGE", "PIOCGETPTIMER")] == [
