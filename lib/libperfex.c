@@ -222,9 +222,10 @@ static int place(int e[2], int slots[2], int hwp_ev[2])
             hwp_ev[i] = e[i] % 16;
         }
     } else {
+        /* R12000: counter 1 counts event (hwp_ev + 16) mod 32, as IRIX loaded it */
         for (i = 0; i < n; i++) {
             slots[i] = 16 * i + e[i] % 16;
-            hwp_ev[i] = e[i];
+            hwp_ev[i] = (e[i] - 16 * i) & 31;
         }
     }
     return n;

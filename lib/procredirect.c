@@ -4,7 +4,8 @@
  * On Linux /proc/<pid> is a directory of the real procfs; IRIX programs open
  * it as a file and call PIOC* ioctls on it.  With LD_PRELOAD set to this
  * library, an open of exactly "/proc/<digits>" (no further component) goes
- * to "$HWPERFD_MOUNT/<digits>" (default /run/hwperfd) instead.  Every other
+ * to "$HWPERFD_MOUNT/<digits>" (default /run/hwperfd) instead, and IRIX's
+ * "/proc/pinfo/<digits>" to "$HWPERFD_MOUNT/pinfo/<digits>".  Every other
  * path, including /proc/<pid>/stat and /proc/self, is untouched.
  *
  * It also carries IRIX's two pointer-carrying counter calls, PIOCENEVCTRSEX
@@ -43,13 +44,19 @@ static const char *redirect(const char *path, int flags, char *buf, size_t size)
     const char *p;
     size_t digits;
 
+    const char *sub = "";
+
     if (path == NULL || (flags & O_DIRECTORY) || strncmp(path, "/proc/", 6) != 0)
         return NULL;
     p = path + 6;
+    if (strncmp(p, "pinfo/", 6) == 0) { /* IRIX's /proc/pinfo/nnnnn (Linux has none) */
+        sub = "pinfo/";
+        p += 6;
+    }
     digits = strspn(p, "0123456789");
     if (digits == 0 || digits > 10 || !(p[digits] == '\0' || (p[digits] == '/' && p[digits + 1] == '\0')))
         return NULL;
-    if (snprintf(buf, size, "%s/%.*s", mount_point(), (int)digits, p) >= (int)size)
+    if (snprintf(buf, size, "%s/%s%.*s", mount_point(), sub, (int)digits, p) >= (int)size)
         return NULL;
     return buf;
 }

@@ -51,6 +51,9 @@
 #include <unistd.h>
 
 #include <sys/syssgi.h>
+#include <sys/sysmp.h>
+#include <invent.h>
+#include <time.h>
 
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
@@ -165,18 +168,242 @@ eventctr(int cmd, va_list ap)
 	}
 }
 
+/* HWPERFD_GETMACHINE on the mount's root directory: any user may ask. */
+int
+hwperfd_machine(hwperfd_machine_t *out)
+{
+	const char *mount = getenv("HWPERFD_MOUNT");
+	int fd, result, saved;
+
+	if (out == NULL) {
+		errno = EFAULT;
+		return -1;
+	}
+	do {
+		fd = open(mount && *mount ? mount : HWPERFD_DEFAULT_MOUNT, O_RDONLY | O_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return -1;
+	do {
+		result = ioctl(fd, HWPERFD_GETMACHINE, out);
+	} while (result < 0 && errno == EINTR);
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return result < 0 ? -1 : 0;
+}
+
+/* The emulated clock in Hz, or 0 with errno. */
+static unsigned long long
+machine_hz(void)
+{
+	hwperfd_machine_t m;
+
+	if (hwperfd_machine(&m) < 0)
+		return 0;
+	if (m.hm_hz == 0) {
+		errno = EIO;
+		return 0;
+	}
+	return m.hm_hz;
+}
+
+/* IRIX's free-running cycle counter: the host's raw monotonic clock in
+ * cycles of the emulated clock (0 if hwperfd cannot be asked). */
+unsigned long long
+hwperf_cyclecntr(void)
+{
+	static unsigned long long hz;
+	struct timespec ts;
+
+	if (hz == 0 && (hz = machine_hz()) == 0)
+		return 0;
+	clock_gettime(CLOCK_SGI_CYCLE, &ts);
+	/* ns * hz / 1e9 without overflow for centuries of uptime */
+	return (unsigned long long)ts.tv_sec * hz
+		+ (unsigned long long)ts.tv_nsec * (hz / 1000000ULL) / 1000ULL
+		+ (unsigned long long)ts.tv_nsec * (hz % 1000000ULL) / 1000000000ULL;
+}
+
+static int
+getnvram(const char *name, char *buf)
+{
+	unsigned long long hz;
+
+	if (name == NULL || buf == NULL) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (strcmp(name, "cpufreq") != 0) {
+		errno = EINVAL;		/* the only NVRAM variable emulated */
+		return -1;
+	}
+	if ((hz = machine_hz()) == 0)
+		return -1;
+	sprintf(buf, "%llu", (hz + 500000ULL) / 1000000ULL);
+	return 0;
+}
+
+static int
+query_cyclecntr(unsigned *cycleval)
+{
+	unsigned long long hz = machine_hz();
+
+	if (hz == 0)
+		return -1;
+	if (cycleval == NULL) {
+		errno = EFAULT;
+		return -1;
+	}
+	*cycleval = (unsigned)((1000000000000ULL + hz / 2) / hz);
+	errno = ENODEV;		/* no /dev/mmem: read it with hwperf_cyclecntr() */
+	return -1;
+}
+
 int
 syssgi(int request, ...)
 {
 	va_list ap;
 	int result;
 
-	if (request != SGI_EVENTCTR) {
-		errno = EINVAL;		/* the only syssgi request hwperfd serves */
+	va_start(ap, request);
+	switch (request) {
+	case SGI_EVENTCTR:
+		result = eventctr(va_arg(ap, int), ap);
+		break;
+	case SGI_GETNVRAM: {
+		const char *name = va_arg(ap, const char *);
+		result = getnvram(name, va_arg(ap, char *));
+		break;
+	}
+	case SGI_CYCLECNTR_SIZE:
+		result = 64;
+		break;
+	case SGI_QUERY_CYCLECNTR:
+		result = query_cyclecntr(va_arg(ap, unsigned *));
+		break;
+	default:
+		errno = EINVAL;		/* as IRIX's syssgi for requests it did not know */
+		result = -1;
+	}
+	va_end(ap);
+	return result;
+}
+
+int
+sysmp(int cmd, ...)
+{
+	hwperfd_machine_t m;
+
+	if (cmd != MP_NPROCS && cmd != MP_NAPROCS) {
+		errno = EINVAL;
 		return -1;
 	}
-	va_start(ap, request);
-	result = eventctr(va_arg(ap, int), ap);
-	va_end(ap);
+	if (hwperfd_machine(&m) < 0)
+		return -1;
+	return m.hm_ncpus;
+}
+
+/* -- the hardware inventory, <invent.h> ------------------------------------ */
+
+#define INV_MAX_CPUS 512
+
+static inventory_t *inventory;		/* the list getinvent() walks */
+static inventory_t *inventory_next;
+static int inventory_ready;
+
+static void
+inventory_add(inventory_t **tail, int class, int type, long controller, long unit, int state)
+{
+	inventory_t *item = calloc(1, sizeof *item);
+
+	if (item == NULL)
+		return;
+	item->inv_class = class;
+	item->inv_type = type;
+	item->inv_controller = controller;
+	item->inv_unit = unit;
+	item->inv_state = state;
+	*tail = item;
+}
+
+int
+setinvent(void)
+{
+	hwperfd_machine_t m;
+	inventory_t **tail;
+	int cpu, ncpus, prid, r12k;
+
+	endinvent();
+	if (hwperfd_machine(&m) < 0)
+		return -1;
+	r12k = m.hm_imp == C0_IMP_R12000;
+	prid = r12k ? (C0_IMP_R12000 << C0_IMPSHIFT) | 0x35 : (C0_IMP_R10000 << C0_IMPSHIFT) | 0x34;
+	ncpus = m.hm_ncpus < INV_MAX_CPUS ? m.hm_ncpus : INV_MAX_CPUS;
+	tail = &inventory;
+	inventory_add(tail, INV_PROCESSOR, INV_CPUBOARD, (long)((m.hm_hz + 500000ULL) / 1000000ULL), ncpus,
+		      INV_IP27BOARD);
+	for (cpu = 0; cpu < ncpus && *tail; cpu++) {
+		tail = &(*tail)->inv_next;
+		inventory_add(tail, INV_PROCESSOR, INV_CPUCHIP, 0, cpu, prid);
+		if (*tail) {
+			tail = &(*tail)->inv_next;
+			inventory_add(tail, INV_PROCESSOR, INV_FPUCHIP, 0, cpu, prid);
+		}
+	}
+	if (*tail) {
+		tail = &(*tail)->inv_next;
+		inventory_add(tail, INV_MEMORY, INV_ICACHE, 0, 0, 32 * 1024);
+	}
+	if (*tail) {
+		tail = &(*tail)->inv_next;
+		inventory_add(tail, INV_MEMORY, INV_DCACHE, 0, 0, 32 * 1024);
+	}
+	if (*tail) {
+		tail = &(*tail)->inv_next;
+		inventory_add(tail, INV_MEMORY, INV_SIDCACHE, 0, 0, (r12k ? 8 : 4) * 1024 * 1024);
+	}
+	inventory_next = inventory;
+	inventory_ready = 1;
+	return 0;
+}
+
+inventory_t *
+getinvent(void)
+{
+	inventory_t *item;
+
+	if (!inventory_ready && setinvent() < 0)
+		return NULL;
+	item = inventory_next;
+	if (item)
+		inventory_next = item->inv_next;
+	return item;
+}
+
+void
+endinvent(void)
+{
+	while (inventory) {
+		inventory_t *next = inventory->inv_next;
+		free(inventory);
+		inventory = next;
+	}
+	inventory_next = NULL;
+	inventory_ready = 0;
+}
+
+int
+scaninvent(int (*fun)(inventory_t *, void *), void *arg)
+{
+	inventory_t *item;
+	int result = 0;
+
+	if (fun == NULL || setinvent() < 0)
+		return -1;
+	for (item = getinvent(); item; item = getinvent())
+		if ((result = fun(item, arg)) != 0)
+			break;
+	endinvent();
 	return result;
 }

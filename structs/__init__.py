@@ -6,3 +6,5 @@ headers and checks that sizes, offsets and bit-field encodings agree.
 
 from structs.hwperftypes import *  # noqa: F401,F403
 from structs.procfs import *  # noqa: F401,F403
+from structs.prinfo import *  # noqa: F401,F403
+from structs.machine import *  # noqa: F401,F403

@@ -282,12 +282,19 @@ class CounterKernel:
         return record.generation, record.block.request
 
     def set_control(self, caller: Caller, target: Task, request: CounterRequest) -> int:
-        """PIOCSETEVCTRL: change events without releasing; bumps the generation."""
+        """PIOCSETEVCTRL: change events without releasing; bumps the generation.
+
+        On released counters it starts counting again (PAPI's IRIX substrate
+        stops with PIOCRELEVCTRS and starts with PIOCSETEVCTRL; IRIX's
+        change-control was a release followed by an acquire).
+        """
         request.validate(self.cpus, root=caller.root)
         self._check_access(caller, target)
         if self._owns_system(target.pid):
             return self.set_system_control(caller, request)
         record = self._current(target)
+        if record is not None and self._restartable(record):
+            return self._restart(record, target, request)
         if record is None or record.state is not State.ENABLED:
             raise self._not_in_use(target.pid)
         if request.kernel_mode:
@@ -302,12 +309,18 @@ class CounterKernel:
         return record.generation
 
     def release(self, caller: Caller, target: Task) -> None:
-        """PIOCRELEVCTRS: stop counting; the counts stay readable while the process lives."""
+        """PIOCRELEVCTRS: stop counting; the counts stay readable while the process lives.
+
+        Releasing released counters succeeds and changes nothing (PAPI_stop
+        may run twice; IRIX's disable returned 0 when nothing was enabled).
+        """
         self._check_access(caller, target)
         if self._owns_system(target.pid):
             self._release_system()
             return
         record = self._current(target)
+        if record is not None and self._restartable(record):
+            return
         if record is None or record.state is State.RELEASED:
             raise self._not_in_use(target.pid)
         self._catch_up(record)
@@ -701,6 +714,30 @@ class CounterKernel:
             record = _ProcessRecord(system.owner, total, generation, State.RELEASED, seen, 0, start=system.owner_start)
             self._procs[system.owner] = record
         self._system = None
+
+    @staticmethod
+    def _restartable(record: _ProcessRecord) -> bool:
+        """Counters this process acquired and released itself (not lost to
+        system mode, not a parent that only asked for its children's counts)."""
+        return record.state is State.RELEASED and bool(record.block.request.in_use)
+
+    def _restart(self, record: _ProcessRecord, target: Task, request: CounterRequest) -> int:
+        """Count again after a release: every slot from zero, as a fresh
+        PIOCENEVCTRS would, under a generation above every earlier one."""
+        if request.kernel_mode:
+            raise InvalidRequest("kernel mode needs system mode: acquire it with PIOCENEVCTRS")
+        if self._system is not None:
+            raise CountersBusy("the counters are in use in system mode")
+        seen = self.time.process_times(target.pid)
+        if seen is None or record.exited:
+            raise NoSuchProcess(f"pid {target.pid} is gone")
+        generation = record.generation + 1
+        self._procs[target.pid] = _ProcessRecord(
+            target.pid, ControlBlock(request), generation, State.ENABLED, seen, target.processor % len(self.cpus),
+            comm=record.comm, start=record.start or start_of(target), owner=record.owner,
+            children_base=getattr(target, "children_ns", (0, 0)),
+        )
+        return generation
 
     def _require_system(self) -> _SystemRecord:
         if self._system is None:

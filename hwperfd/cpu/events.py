@@ -9,11 +9,18 @@ What ``hwp_ev`` means in a slot:
 * R10000: each hardware counter has its own 16 events.  ``hwp_ev`` is the
   event's number *on that counter* (0..15): on counter 0 it counts event
   ``hwp_ev``, on counter 1 event ``16 + hwp_ev``.
-* R12000: both counters can count all 32 events; ``hwp_ev`` (0..31) on
-  either counter counts event ``hwp_ev``.
+* R12000: both counters can count all 32 events.  Slots 0-15 are counter 0,
+  which takes ``hwp_ev`` (0..31) as the event number; slots 16-31 are counter
+  1, which counts event ``(hwp_ev + 16) mod 32``.  IRIX's kernel added 16 to
+  ``hwp_ev`` when it loaded counter 1 of an R12000 ("emulate R10K") so that
+  programs written for the R10000 - the r10k_counters(5) example, PAPI, which
+  write slot i with ``hwp_ev = i mod 16`` - count event i on both CPU types;
+  the other values reach the remaining events (counter 1 with ``hwp_ev``
+  16..31 counts events 0..15).  ``hwp_ev`` 32 and above is EINVAL.
 
 ``macro`` is the name used in IRIX's ``<sys/hwperfmacros.h>``, whose value is
-the ``hwp_ev`` to write (R10000: 0..15 per counter, R12000: 0..31).  The
+the ``hwp_ev`` to write on counter 0 (R10000: 0..15 per counter, R12000:
+0..31; on R12000 counter 1 write ``macro - 16`` modulo 32).  The
 names are IRIX's own, so that IRIX-era sources (PAPI, SGI daemons, Dyninst)
 compile unchanged against ``include/sys/hwperfmacros.h``.
 
@@ -84,8 +91,9 @@ class Event:
 class CpuEvents:
     name: str  # "r10000" / "r12000"
     events: tuple[Event, ...]  # 32 events, index == number
-    # True (R10000): counter c with hwp_ev e counts event 16*c + e.
-    # False (R12000): either counter with hwp_ev e counts event e.
+    # True (R10000): counter c with hwp_ev e (0..15) counts event 16*c + e.
+    # False (R12000): counter c with hwp_ev e (0..31) counts event (e + 16*c) mod 32.
+    # Either way slot i with hwp_ev = i mod 16 counts event i.
     per_counter: bool = False
 
     def on_counter(self, counter: int, ev: int) -> Event | None:
@@ -98,7 +106,16 @@ class CpuEvents:
             return self.events[counter * 16 + ev]
         if ev >= len(self.events):
             return None
-        return self.events[ev]
+        return self.events[(ev + 16 * counter) % len(self.events)]
+
+    def hwp_ev(self, counter: int, number: int) -> int | None:
+        """The ``hwp_ev`` that makes hardware counter 0/1 count event ``number``
+        (None if that counter cannot count it)."""
+        if counter not in self.counters_for(number):
+            return None
+        if self.per_counter:
+            return number % 16
+        return (number - 16 * counter) % len(self.events)
 
     def counters_for(self, number: int) -> tuple[int, ...]:
         """Hardware counters that can count event ``number``."""

@@ -173,8 +173,9 @@ def place(number: int, cpu_type: str, taken: Mapping[int, int]) -> tuple[int, in
     if slot not in taken:
         return slot, word
     table = plans.cpu_events(cpu_type)
-    hwp_ev = structs.spec_fields(word)[0]
     for counter in table.counters_for(number):
+        hwp_ev = table.hwp_ev(counter, number)
+        assert hwp_ev is not None
         for other in range(counter * PER_COUNTER, (counter + 1) * PER_COUNTER):
             if other not in taken:
                 return other, structs.spec_word(hwp_ev, MODE)

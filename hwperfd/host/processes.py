@@ -37,6 +37,13 @@ __all__ = [
     "read_system_cpu_times",
     "read_usage",
     "waiting_for_child",
+    "PsInfo",
+    "Credentials",
+    "Mapping",
+    "read_psinfo",
+    "read_credentials",
+    "read_maps",
+    "read_wait_times",
 ]
 
 PROC = "/proc"
@@ -608,6 +615,154 @@ def read_usage(pid: int) -> Usage | None:
         return None
     finally:
         os.close(dfd)
+
+
+# --------------------------------------------------------------------------
+# what ps(1) shows, credentials, mappings (IRIX's informational /proc ioctls)
+
+_CUTIME, _CSTIME, _PRIORITY, _NICE = 13, 14, 15, 16
+_POLICY, _BLKIO_TICKS = 38, 39
+
+
+@dataclass(frozen=True)
+class PsInfo:
+    """stat, statm and cmdline of one process, as ps(1) would show them."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    uid: int
+    gid: int
+    state: str  # stat's letter
+    nice: int  # -20..19
+    priority: int  # stat field 18
+    policy: int  # SCHED_* (stat field 41)
+    threads: int
+    processor: int
+    tty_nr: int
+    start_time_ns_epoch: int
+    user_ns: int
+    system_ns: int
+    children_ns: int  # user + system time of waited-for children
+    size_pages: int
+    rss_pages: int
+    comm: str
+    args: list[str]
+
+
+def read_psinfo(pid: int) -> PsInfo | None:
+    """What ps(1) shows of ``pid`` (files any user may read), None if gone."""
+    try:
+        dfd = os.open(f"{PROC}/{pid}", _O_DIR)
+    except OSError:
+        return None
+    try:
+        comm, st = _split_stat(_read("stat", dfd))
+        ids = _status_fields(_read("status", dfd), b"Uid", b"Gid")
+        statm = _read("statm", dfd).split()
+        args = [a.decode("utf-8", "replace") for a in _read("cmdline", dfd).split(b"\0") if a]
+        cpu = _cpu_times(pid, int(st[_UTIME]), int(st[_STIME]))
+        return PsInfo(
+            pid=pid,
+            ppid=int(st[_PPID]),
+            pgid=int(st[_PGRP]),
+            sid=int(st[_SESSION]),
+            uid=int(ids[b"Uid"][0]),
+            gid=int(ids[b"Gid"][0]),
+            state=st[_STATE].decode("ascii", "replace"),
+            nice=int(st[_NICE]),
+            priority=int(st[_PRIORITY]),
+            policy=int(st[_POLICY]),
+            threads=int(st[_NUM_THREADS]),
+            processor=int(st[_PROCESSOR]),
+            tty_nr=int(st[_TTY_NR]),
+            start_time_ns_epoch=boot_time_epoch_ns() + int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS,
+            user_ns=cpu.user_ns,
+            system_ns=cpu.system_ns,
+            children_ns=(int(st[_CUTIME]) + int(st[_CSTIME])) * TICK_NS,
+            size_pages=int(statm[0]),
+            rss_pages=int(statm[1]),
+            comm=comm.decode("utf-8", "replace"),
+            args=args,
+        )
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+    finally:
+        os.close(dfd)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """status's Uid and Gid lines (real, effective, saved, filesystem) and
+    the number of supplementary groups."""
+
+    uids: tuple[int, int, int, int]
+    gids: tuple[int, int, int, int]
+    groups: int
+
+
+def read_credentials(pid: int) -> Credentials | None:
+    try:
+        f = _status_fields(_read(f"{PROC}/{pid}/status"), b"Uid", b"Gid", b"Groups")
+        uids = tuple(int(v) for v in f[b"Uid"][:4])
+        gids = tuple(int(v) for v in f[b"Gid"][:4])
+        return Credentials(uids, gids, len(f.get(b"Groups", [])))  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One line of /proc/<pid>/maps."""
+
+    start: int
+    end: int
+    perms: str  # "r-xp", "rw-s", ...
+    offset: int
+    path: str  # file, "[heap]", "[stack]", ... or ""
+
+
+def read_maps(pid: int) -> list[Mapping] | None:
+    """The address-space map; None if gone.  The daemon may read every
+    process's; whether the *caller* may is for the caller's rules to say."""
+    try:
+        data = _read(f"{PROC}/{pid}/maps")
+    except OSError:
+        return None
+    out = []
+    for line in data.split(b"\n"):
+        parts = line.split(None, 5)
+        if len(parts) < 5:
+            continue
+        start, _, end = parts[0].partition(b"-")
+        out.append(
+            Mapping(
+                int(start, 16),
+                int(end, 16),
+                parts[1].decode("ascii"),
+                int(parts[2], 16),
+                parts[5].decode("utf-8", "replace") if len(parts) > 5 else "",
+            )
+        )
+    return out
+
+
+def read_wait_times(pid: int) -> tuple[int, int] | None:
+    """(run-queue wait ns summed over live threads from schedstat, block I/O
+    delay ns from stat's delayacct_blkio_ticks); None if gone."""
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
+        blkio = int(st[_BLKIO_TICKS]) * TICK_NS
+        runq = 0
+        for tid in os.listdir(f"{PROC}/{pid}/task"):
+            try:
+                runq += int(_read(f"{PROC}/{pid}/task/{tid}/schedstat").split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # thread exited, or no schedstat in this kernel
+        return runq, blkio
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 # --------------------------------------------------------------------------

@@ -118,6 +118,13 @@ def _timespec(ns: int) -> dict:
 
 def build_prusage(usage, view: CounterView | None, tlb: tuple[int, int]) -> bytes:
     """``usage`` is a host ``Usage`` (or None when Linux no longer tells)."""
+    fields = prusage_fields(usage, tlb)
+    fields["pu_cpu_mon"] = cpu_mon(view)
+    return PRUSAGE.build(fields)
+
+
+def prusage_fields(usage, tlb: tuple[int, int]) -> dict:
+    """The usage fields shared by hwperf_prusage_t and IRIX's prusage_t."""
     u = usage
     get = (lambda name: getattr(u, name)) if u is not None else (lambda name: 0)
     gib = 1 << 30
@@ -151,6 +158,5 @@ def build_prusage(usage, view: CounterView | None, tlb: tuple[int, int]) -> byte
         pu_oublock=get("oublock"),
         pu_vfault=get("minflt") + get("majflt"),
         pu_ktlb=tlb[1],
-        pu_cpu_mon=cpu_mon(view),
     )
-    return PRUSAGE.build(fields)
+    return fields

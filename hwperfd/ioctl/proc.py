@@ -11,6 +11,7 @@ from hwperfd.host import processes
 from hwperfd.ioctl import marshal
 from hwperfd.ioctl.calls import IoctlCall, Target
 from hwperfd.ioctl.errno_map import PointerArgument, UnknownCommand, to_oserror
+from hwperfd.ioctl.info import InfoIoctls
 import structs
 
 Reply = tuple[int, bytes]
@@ -36,6 +37,9 @@ class ProcIoctls:
             structs.PIOCENEVCTRSEX: self._pointers("PIOCENEVCTRSEX"),
             structs.PIOCGETEVCTRLEX: self._pointers("PIOCGETEVCTRLEX"),
         }
+        # proc(4)'s informational ioctls (PIOCPSINFO, PIOCUSAGE, ...) too.
+        for cmd, info in InfoIoctls(kernel).commands.items():
+            self._commands[cmd] = lambda target, call, info=info: info(target.pid, call)
 
     def __call__(self, pid: int, call: IoctlCall, start: int = 0) -> Reply:
         """``start``: the start time of the process the file was opened on."""

@@ -75,7 +75,9 @@ def _place(e0: int, e1: int) -> list[plans.CountedEvent]:
             else:
                 plans.choose(wanted, cpu_type)  # raises ConflictingCounters, worded as perfex words it
         return [plans.CountedEvent(e, table.events[e].name, e, e % 16) for e in wanted]
-    return [plans.CountedEvent(e, table.events[e].name, 16 * i + e % 16, e) for i, e in enumerate(wanted)]
+    return [
+        plans.CountedEvent(e, table.events[e].name, 16 * i + e % 16, (e - 16 * i) % 32) for i, e in enumerate(wanted)
+    ]
 
 
 def start_counters(e0: int, e1: int) -> int:

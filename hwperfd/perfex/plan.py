@@ -14,9 +14,11 @@ A counter left free counts cycles, as IRIX perfex's defaults did, so a
 single ``-e`` still gives the run's length (and ``-y`` its time base).
 
 Slot conventions (the r10k_counters(5) example and PAPI): on the R10000 an
-event e sits in slot e with ``hwp_ev = e % 16``; on the R12000 a slot of
-counter c holds ``hwp_ev = e`` in slot ``16 * c + e % 16``.  With ``-a``
-slot i counts event i on both types (16 events multiplexed per counter).
+event e sits in slot e with ``hwp_ev = e % 16``; on the R12000 event e on
+counter c sits in slot ``16 * c + e % 16`` with the ``hwp_ev`` that counter
+takes for it (``(e - 16 * c) mod 32``, ``hwperfd.cpu.events``).  With ``-a``
+slot i holds ``hwp_ev = i % 16`` and counts event i on both types (16 events
+multiplexed per counter).
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ def _counted(table: CpuEvents, number: int, counter: int) -> CountedEvent:
     name = table.events[number].name
     if table.per_counter:
         return CountedEvent(number, name, number, number % SLOTS_PER_COUNTER)
-    return CountedEvent(number, name, counter * SLOTS_PER_COUNTER + number % SLOTS_PER_COUNTER, number)
+    hwp_ev = table.hwp_ev(counter, number)
+    assert hwp_ev is not None
+    return CountedEvent(number, name, counter * SLOTS_PER_COUNTER + number % SLOTS_PER_COUNTER, hwp_ev)
 
 
 def choose(requested: Sequence[int], cpu_type: str, mode: int = structs.HWPERF_CNTEN_U) -> EventPlan:
@@ -159,7 +163,7 @@ def all_events(cpu_type: str, mode: int = structs.HWPERF_CNTEN_U) -> EventPlan:
     table = cpu_events(cpu_type)
     events = []
     for event in table.events:
-        hwp_ev = event.number % SLOTS_PER_COUNTER if table.per_counter else event.number
+        hwp_ev = event.number % SLOTS_PER_COUNTER  # slot i counts event i on both CPU types
         events.append(CountedEvent(event.number, event.name, event.number, hwp_ev))
     return EventPlan(cpu_type, tuple(events), mode, multiplexed=True)
 

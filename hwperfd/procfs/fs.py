@@ -24,10 +24,11 @@ from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
 from hwperfd.ioctl.calls import IoctlCall
 from hwperfd.ioctl import faults
+from hwperfd.ioctl import machine
 from hwperfd.ioctl.errno_map import to_oserror
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
-from hwperfd.procfs import commands
+from hwperfd.procfs import commands, pinfo
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.summary import control_summary, process_summary
 
@@ -123,10 +124,15 @@ class ProcFs(pyfuse3.Operations):
         self._version = 0  # bumped by whatever may change what a page shows
         self._next_fh = 1
         self._started = time.time_ns()
+        self._pinfo = pinfo.PinfoFiles(kernel, self._started)
 
     # -- names and attributes -------------------------------------------------
 
     async def lookup(self, parent_inode, name, ctx=None):
+        if parent_inode == pinfo.DIR_INODE:
+            return self._pinfo.lookup(name)
+        if parent_inode == pyfuse3.ROOT_INODE and name == pinfo.NAME:
+            return self._pinfo.attrs(pinfo.DIR_INODE)
         if parent_inode != pyfuse3.ROOT_INODE:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if name == CONTROL_NAME:
@@ -139,6 +145,8 @@ class ProcFs(pyfuse3.Operations):
         return self._attrs(pid + _PID_BASE)
 
     async def getattr(self, inode, ctx=None):
+        if pinfo.owns(inode):
+            return self._pinfo.attrs(inode)
         return self._attrs(inode)
 
     async def setattr(self, inode, attr, fields, fh, ctx):
@@ -173,14 +181,19 @@ class ProcFs(pyfuse3.Operations):
         return entry
 
     async def opendir(self, inode, ctx):
-        if inode != pyfuse3.ROOT_INODE:
+        if inode != pyfuse3.ROOT_INODE and inode != pinfo.DIR_INODE:
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         return inode
 
     async def readdir(self, fh, start_id, token):
-        # Offsets: 1 after the control node, pid + 2 after a pid.
+        if fh == pinfo.DIR_INODE:
+            return await self._pinfo.readdir(start_id, token)
+        # Offsets: 1 after the control node, 2 after pinfo, pid + 2 after a pid.
         if start_id < 1:
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
+                return
+        if start_id < 2:
+            if not pyfuse3.readdir_reply(token, pinfo.NAME, self._pinfo.attrs(pinfo.DIR_INODE), 2):
                 return
         for pid in processes.list_pids():
             if pid + 2 <= start_id:
@@ -205,9 +218,15 @@ class ProcFs(pyfuse3.Operations):
 
     async def open(self, inode, flags, ctx):
         # Ownership and mode are enforced by the kernel (default_permissions).
-        if inode == pyfuse3.ROOT_INODE:
+        if inode == pyfuse3.ROOT_INODE or inode == pinfo.DIR_INODE:
             raise pyfuse3.FUSEError(errno.EISDIR)
-        handle = Handle(inode) if inode == CONTROL_INODE else self._open_process(inode, ctx)
+        if pinfo.owns(inode):
+            self._pinfo.attrs(inode)  # ENOENT if the process is gone
+            handle = Handle(inode)
+        elif inode == CONTROL_INODE:
+            handle = Handle(inode)
+        else:
+            handle = self._open_process(inode, ctx)
         fh = self._next_fh
         self._next_fh += 1
         self._handles[fh] = handle
@@ -262,6 +281,8 @@ class ProcFs(pyfuse3.Operations):
         self._version += 1
 
     async def read(self, fh, off, size):
+        if pinfo.owns(self._handle(fh).inode):
+            raise pyfuse3.FUSEError(errno.EINVAL)  # proc(4): no read(2) on pinfo files
         handle = self._process_handle(fh, errno.ENOENT)
         self._check_reader(handle)
         page = self._pages.get(handle.key)
@@ -276,6 +297,8 @@ class ProcFs(pyfuse3.Operations):
         return page.text[off : off + size]
 
     async def write(self, fh, off, buf):
+        if pinfo.owns(self._handle(fh).inode):
+            raise pyfuse3.FUSEError(errno.EINVAL)  # proc(4): no write(2) on pinfo files
         handle = self._process_handle(fh, errno.ENOENT)
         self._check_reader(handle)
         inode = handle.inode
@@ -388,6 +411,10 @@ class ProcFs(pyfuse3.Operations):
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
+        if pinfo.owns(ino):
+            self._catch_up_events(None)
+            self.faults.check(pinfo.pid_of(ino), cmd)
+            return self._pinfo.ioctl(ino, call)
         if ino == CONTROL_INODE:
             self._catch_up_events(None)
             self.faults.check(faults.CONTROL, cmd)
@@ -401,8 +428,10 @@ class ProcFs(pyfuse3.Operations):
                 raise OSError(errno.ESRCH, f"pid {handle.pid} is gone")
             self.faults.check(handle.pid, cmd)
             reply = self._proc_ioctls(handle.pid, call, handle.start)
+        elif ino == pyfuse3.ROOT_INODE:
+            reply = machine.root_ioctl(self.kernel, call)  # any user may ask
         else:
-            raise OSError(errno.ENOTTY, "the mount root takes no ioctl")
+            raise OSError(errno.ENOTTY, "no ioctl here")
         if data:
             self._version += 1
             self._on_controls_changed()

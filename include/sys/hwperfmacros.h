@@ -60,7 +60,10 @@
  * Events.  The value is the hwp_ev to write in a slot.
  * R10000: HWPERF_C0PRFCNT0_* on counter 0 (slots 0-15, event = value),
  *         HWPERF_C0PRFCNT1_* on counter 1 (slots 16-31, event = 16 + value).
- * R12000: HWPERF_PRFCNT_* on either counter (event = value, 0-31).
+ * R12000: HWPERF_PRFCNT_* on counter 0 (slots 0-15, event = value, 0-31);
+ *         counter 1 (slots 16-31) counts event (value + 16) mod 32, as IRIX
+ *         loaded it, so slot i with hwp_ev = i % 16 counts event i on both
+ *         CPU types (write HWPERF_PRFCNT_x - 16, mod 32, on counter 1).
  */
 /* BEGIN GENERATED EVENT MACROS */
 /* R10000 */

@@ -55,6 +55,50 @@ typedef struct hwperf_cpucntrs_arg {
  */
 int syssgi(int request, ...);
 
+/*
+ * The rest of syssgi that counter tools call (libhwperf answers them from the
+ * machine hwperfd emulates - its --cpu-type, --cpus, --mhz - which any user
+ * may ask for with HWPERFD_GETMACHINE on the mount's root directory):
+ *   SGI_GETNVRAM, char *name, char *buf:	"cpufreq" -> the clock in MHz,
+ *						as decimal text; other names EINVAL
+ *   SGI_CYCLECNTR_SIZE:			64 (bits of the cycle counter)
+ *   SGI_QUERY_CYCLECNTR, unsigned *cycleval:	*cycleval = picoseconds per
+ *						count; returns -1, ENODEV: Linux has
+ *						no /dev/mmem to map the counter from
+ * The cycle counter itself: clock_gettime(CLOCK_SGI_CYCLE) as on IRIX (the
+ * host's CLOCK_MONOTONIC_RAW), or hwperf_cyclecntr(), which returns it in
+ * counts of cycleval picoseconds, i.e. cycles of the emulated clock.
+ * Other requests keep answering EINVAL.
+ */
+#define SGI_GETNVRAM		9
+#define SGI_QUERY_CYCLECNTR	13
+#define SGI_CYCLECNTR_SIZE	165
+
+#ifndef CLOCK_SGI_CYCLE
+#define CLOCK_SGI_CYCLE		4	/* Linux's CLOCK_MONOTONIC_RAW */
+#endif
+
+unsigned long long hwperf_cyclecntr(void);
+
+/* C0_IMP_* (PRId implementation numbers, IRIX <sys/sbd.h>) */
+#ifndef C0_IMP_R10000
+#define C0_IMP_R10000		0x09
+#define C0_IMP_R12000		0x0e
+#endif
+
+/* HWPERFD_GETMACHINE, on the mount's root directory, any user: the machine. */
+typedef struct hwperfd_machine {
+	int			hm_imp;		/* C0_IMP_*, 0 for another type */
+	int			hm_ncpus;	/* --cpus */
+	unsigned long long	hm_hz;		/* --mhz, in Hz */
+	char			hm_name[16];	/* "r10000", "r12000" */
+} hwperfd_machine_t;					/* 32 bytes */
+
+#define HWPERFD_GETMACHINE	_IOR('h', 128, hwperfd_machine_t)
+
+/* libhwperf: the machine, or -1 with errno (ENOENT: no hwperfd mounted). */
+int hwperfd_machine(hwperfd_machine_t *out);
+
 #ifdef __cplusplus
 }
 #endif

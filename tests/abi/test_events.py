@@ -110,10 +110,13 @@ def test_r10000_on_counter():
 
 
 def test_r12000_on_counter():
+    """Counter 0 takes R12000 event numbers as they are; counter 1 adds 16
+    (mod 32), as IRIX loaded it, so every event is reachable on both."""
     for ev in range(32):
         assert R12000.on_counter(0, ev) is R12000.events[ev]
-        assert R12000.on_counter(1, ev) is R12000.events[ev]
-    assert R12000.on_counter(1, 17).number == 17
+        assert R12000.on_counter(1, ev) is R12000.events[(ev + 16) % 32]
+    assert R12000.on_counter(1, 1).number == 17
+    assert R12000.on_counter(1, 17).number == 1
     assert R12000.on_counter(0, 9).number == 9
     for counter, ev in [(0, 32), (1, 32), (1, -1), (2, 5)]:
         assert R12000.on_counter(counter, ev) is None
@@ -160,3 +163,24 @@ def test_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         R10000.name = "x"  # type: ignore[misc]
     assert isinstance(R10000, CpuEvents)
+
+
+@pytest.mark.parametrize("table", [R10000, R12000], ids=["r10000", "r12000"])
+def test_slot_i_with_hwp_ev_i_mod_16_counts_event_i(table):
+    """PAPI and the r10k_counters(5) example write slot i with hwp_ev = i mod 16
+    and read event i from hwp_evctr[i], on every CPU type."""
+    for slot in range(32):
+        assert table.on_counter(slot // 16, slot % 16) is table.events[slot]
+    assert R12000.on_counter(1, 5).name == "Graduated floating point instructions"
+    assert R12000.on_counter(1, 9).name == "Primary data cache misses"
+
+
+@pytest.mark.parametrize("table", [R10000, R12000], ids=["r10000", "r12000"])
+def test_hwp_ev_inverts_on_counter(table):
+    for number in range(32):
+        for counter in (0, 1):
+            ev = table.hwp_ev(counter, number)
+            if counter in table.counters_for(number):
+                assert table.on_counter(counter, ev) is table.events[number]
+            else:
+                assert ev is None

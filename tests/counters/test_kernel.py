@@ -277,3 +277,99 @@ def test_lose_displaces_one_process_like_system_mode(kernel, ledger):
     with pytest.raises(NotInUse):
         kernel.lose(50)
     assert kernel.enable(me(p), p, user(0)) == gen + 2
+
+
+def test_setevctrl_after_release_counts_again_from_zero_under_a_new_generation(kernel, ledger):
+    """PAPI's IRIX substrate: PAPI_stop is PIOCRELEVCTRS, PAPI_start (and the
+    second half of PAPI_reset) is PIOCSETEVCTRL on the same descriptor."""
+    p = Proc(60)
+    ledger.run(60, 0)
+    gen = kernel.enable(me(p), p, user(0, 0))
+    ledger.run(60, MS)
+    kernel.release(me(p), p)
+    ledger.run(60, 5 * MS)  # not counted: released
+    restarted = kernel.set_control(me(p), p, user(0, 1))
+    assert restarted == gen + 1
+    assert kernel.control(me(p), p) == (restarted, user(0, 1))
+    ledger.run(60, MS)
+    generation, counts = kernel.read(me(p), p)
+    assert generation == restarted
+    assert counts[0] == 200_000  # 1 ms since the restart, nothing from before the release
+    assert counts[16] == 160_000  # event 17 at 0.8 per cycle
+    assert kernel.view(60).state is State.ENABLED
+
+
+def test_restart_generation_is_above_every_earlier_one(kernel, ledger):
+    p = Proc(61)
+    ledger.run(61, 0)
+    seen = [kernel.enable(me(p), p, user(0), Restore(9, (0,) * 32))]
+    for _ in range(3):
+        seen.append(kernel.set_control(me(p), p, user(1)))
+        kernel.release(me(p), p)
+        seen.append(kernel.set_control(me(p), p, user(0)))
+        kernel.release(me(p), p)
+    assert seen == sorted(set(seen)) and seen[0] == 9
+
+
+def test_second_release_succeeds_and_changes_nothing(kernel, ledger):
+    p = Proc(62)
+    ledger.run(62, 0)
+    gen = kernel.enable(me(p), p, user(0))
+    ledger.run(62, MS)
+    kernel.release(me(p), p)
+    before = kernel.view(62)
+    ledger.run(62, MS)
+    kernel.release(me(p), p)
+    kernel.release(me(p), p)
+    assert kernel.read(me(p), p) == (gen, (200_000,) + (0,) * 31)
+    assert kernel.view(62).state is State.RELEASED
+    assert kernel.view(62).generation == before.generation
+
+
+def test_getevctrl_after_release_is_einval_so_papi_reacquires(kernel, ledger):
+    """IRIX answered PIOCGETEVCTRL only while counters were enabled; PAPI's
+    init probes it and acquires with PIOCENEVCTRS when it fails."""
+    p = Proc(63)
+    ledger.run(63, 0)
+    gen = kernel.enable(me(p), p, user(0))
+    kernel.release(me(p), p)
+    with pytest.raises(NotInUse):
+        kernel.control(me(p), p)
+    assert kernel.enable(me(p), p, user(0)) == gen + 1
+
+
+def test_restart_refusals_change_nothing(kernel, ledger):
+    p, root = Proc(64), Proc(1, uid=0)
+    ledger.run(64, 0)
+    ledger.run(1, 0)
+    gen = kernel.enable(me(p), p, user(0))
+    ledger.run(64, MS)
+    kernel.release(me(p), p)
+    with pytest.raises(InvalidRequest):
+        kernel.set_control(me(p), p, user(99))
+    with pytest.raises(NotPermitted):
+        kernel.set_control(me(p), p, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)}))
+    kernel.enable_system(me(root), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)}))
+    with pytest.raises(CountersBusy):
+        kernel.set_control(me(p), p, user(0))
+    kernel.release_system(me(root))
+    assert kernel.read(me(p), p) == (gen, (200_000,) + (0,) * 31)
+    assert kernel.view(64).state is State.RELEASED
+    assert kernel.set_control(me(p), p, user(0)) == gen + 1
+
+
+def test_setevctrl_stays_einval_when_counters_were_lost_or_never_acquired(kernel, ledger):
+    p, parent = Proc(65), Proc(66)
+    ledger.run(65, 0)
+    ledger.run(66, 0)
+    kernel.enable(me(p), p, user(0))
+    kernel.lose(65)
+    with pytest.raises(NotInUse):
+        kernel.set_control(me(p), p, user(0))
+    with pytest.raises(NotInUse):
+        kernel.set_control(me(parent), parent, user(0))
+    kernel.save_child_counts(me(parent), parent, 67)  # a record that never counted
+    with pytest.raises(NotInUse):
+        kernel.set_control(me(parent), parent, user(0))
+    with pytest.raises(NotInUse):
+        kernel.release(me(parent), parent)

@@ -83,10 +83,12 @@ def test_relevctrs_stops_counting_but_counts_stay_readable(counters, manual_moun
     advance(manual_mount, "2ms")
     counters.release()
     advance(manual_mount, "5ms")
-    _, counts = counters.read()
+    generation, counts = counters.read()
     assert counts[0] == 2 * CYCLES_PER_MS
+    counters.release()  # again: succeeds and changes nothing (PAPI_stop twice)
+    assert counters.read() == (generation, counts)
     with pytest.raises(OSError) as info:
-        counters.release()
+        counters.control()
     assert info.value.errno == errno.EINVAL
 
 

@@ -39,9 +39,10 @@ def test_r10000_cycles_and_graduated_instructions_move_to_the_other_counter():
 
 
 def test_r12000_counts_any_event_on_either_counter():
-    assert placed(plan.choose([9, 10], "r12000")) == [(9, 9, 9), (10, 26, 10)]
-    assert placed(plan.choose([25, 26], "r12000")) == [(25, 9, 25), (26, 26, 26)]
-    assert placed(plan.choose([21], "r12000")) == [(0, 16, 0), (21, 5, 21)]
+    # Counter 1 (slots 16-31) counts event (hwp_ev + 16) mod 32.
+    assert placed(plan.choose([9, 10], "r12000")) == [(9, 9, 9), (10, 26, 26)]
+    assert placed(plan.choose([25, 26], "r12000")) == [(25, 9, 25), (26, 26, 10)]
+    assert placed(plan.choose([21], "r12000")) == [(0, 16, 16), (21, 5, 21)]
 
 
 def test_more_than_two_events_is_refused_and_duplicates_count_once():
@@ -75,7 +76,7 @@ def test_all_events_multiplex_sixteen_per_counter():
     assert [(e.slot, e.hwp_ev) for e in r10k.events] == [(i, i % 16) for i in range(32)]
     assert r10k.multiplexed and r10k.slots_on_counter(0) == r10k.slots_on_counter(1) == 16
     r12k = plan.all_events("r12000")
-    assert [(e.slot, e.hwp_ev) for e in r12k.events] == [(i, i) for i in range(32)]
+    assert [(e.slot, e.hwp_ev) for e in r12k.events] == [(i, i % 16) for i in range(32)]
 
 
 def test_exception_level_mode_is_in_every_slot():

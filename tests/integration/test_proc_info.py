@@ -1,0 +1,145 @@
+"""IRIX proc(4)'s informational ioctls and /proc/pinfo, from a C program
+written as counter tools wrote them, checked against what Linux reports."""
+
+import errno
+import os
+import subprocess
+
+import pytest
+
+from hwperfd.host import processes
+from tests.conftest import NOBODY
+
+
+def info(examples, mount, *args, user=None):
+    cmd = (NOBODY if user == "nobody" else []) + [str(examples / "proc_info"), *map(str, args)]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=mount.env(), timeout=30, check=False)
+    assert result.returncode == 0, result.stderr
+    out = {}
+    for line in result.stdout.splitlines():
+        key, _, value = line.partition(": ")
+        out[key] = value
+    return out
+
+
+@pytest.fixture
+def target():
+    """A sleeping root process that has written 6 bytes (so its I/O counts
+    are not 0) and then exec'd sleep."""
+    proc = subprocess.Popen(["sh", "-c", "echo hello > /dev/null; exec sleep 60"], stdin=subprocess.DEVNULL)
+    try:
+        for _ in range(500):
+            if processes.read_psinfo(proc.pid) and processes.read_psinfo(proc.pid).comm == "sleep":
+                break
+            os.sched_yield()
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def linux_maps(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return [line.split() for line in f]
+
+
+def test_psinfo_is_what_linux_reports(manual_mount, examples, target):
+    out = info(examples, manual_mount, target)
+    with open(f"/proc/{target}/stat") as f:
+        stat = f.read().rsplit(")", 1)[1].split()
+    with open(f"/proc/{target}/statm") as f:
+        size, rss = map(int, f.read().split()[:2])
+    assert int(out["pr_pid"]) == target
+    assert int(out["pr_ppid"]) == os.getpid() == int(stat[1])
+    assert (int(out["pr_pgrp"]), int(out["pr_sid"])) == (int(stat[2]), int(stat[3]))
+    assert (int(out["pr_uid"]), int(out["pr_gid"])) == (0, 0)
+    assert (out["pr_sname"], int(out["pr_state"])) == ("S", 1)  # SSLEEP
+    assert int(out["pr_nice"]) == 20 + int(stat[16])
+    assert (int(out["pr_size"]), int(out["pr_rssize"])) == (size, rss)
+    start = processes.boot_time_epoch_ns() // 10**9 + int(stat[19]) // os.sysconf("SC_CLK_TCK")
+    assert abs(int(out["pr_start"]) - start) <= 1
+    assert (out["pr_fname"], out["pr_psargs"], out["pr_clname"]) == ("sleep", "sleep 60", "TS")
+    assert int(out["pr_ttydev"]) == -1 and int(out["pr_thds"]) == 1 and int(out["pr_sonproc"]) == -1
+    cpu = int(out["pr_time"])
+    assert cpu >= (int(stat[11]) + int(stat[12])) * processes.TICK_NS
+    assert int(out["usr_run"]) + int(out["sys_run"]) == cpu  # PIOCGETPTIMER: the same time, split
+    assert int(out["pu_rss"]) == rss and int(out["pu_size"]) == size
+    assert int(out["pu_bwrit"]) >= 6 and int(out["pu_syscw"]) >= 1  # root may read its I/O counts
+    assert out["cred"] == "0 0 0 0 0 0 0"
+    assert int(out["control"]) == errno.ENOTTY  # process control is not offered
+
+
+def test_map_is_proc_pid_maps(manual_mount, examples, target):
+    out = info(examples, manual_mount, target)
+    maps = linux_maps(target)
+    assert int(out["nmap"]) == len(maps)
+    got = [out[f"map {i}"].split() for i in range(len(maps))]
+    assert f"map {len(maps)}" not in out  # then the all-zero entry
+    for (vaddr, size, off, flags), line in zip(got, maps):
+        start, end = (int(x, 16) for x in line[0].split("-"))
+        assert (int(vaddr, 16), int(size), int(off)) == (start, end - start, int(line[2], 16))
+        perms = line[1]
+        want = (1 if "r" in perms else 0) | (2 if "w" in perms else 0) | (4 if "x" in perms else 0)
+        want |= 8 if "s" in perms else 0
+        want |= {"[heap]": 0x10, "[stack]": 0x20}.get(line[-1] if len(line) > 5 else "", 0)
+        assert int(flags) == want, line
+
+
+def test_pinfo_lets_anyone_read_what_ps_shows_and_nothing_more(manual_mount, examples, target):
+    out = info(examples, manual_mount, "-i", target, user="nobody")
+    assert int(out["pr_pid"]) == target and out["pr_fname"] == "sleep" and int(out["pr_uid"]) == 0
+    assert out["cred"] == "0 0 0 0 0 0 0"
+    assert int(out["usr_run"]) >= 0
+    assert int(out["pu_bwrit"]) == 0 and int(out["pu_syscw"]) == 0  # /proc/<pid>/io is not theirs to read
+    assert int(out["pu_minf"]) > 0
+    assert int(out["nmap errno"]) == errno.EINVAL  # not a pinfo ioctl
+    assert int(out["control"]) == errno.ENOTTY  # unknown anywhere
+    st = os.stat(manual_mount.path / "pinfo" / f"{target:05d}")
+    assert (st.st_mode & 0o777, st.st_uid) == (0o444, 0)
+    with open(manual_mount.path / "pinfo" / f"{target:05d}", "rb") as f:
+        with pytest.raises(OSError) as exc:
+            f.read()
+        assert exc.value.errno == errno.EINVAL  # proc(4): no read(2) on pinfo files
+
+
+def test_the_process_file_stays_closed_to_other_users(manual_mount, examples, target):
+    result = subprocess.run(
+        NOBODY + [str(examples / "proc_info"), str(target)], capture_output=True, text=True, env=manual_mount.env(),
+        check=False,
+    )
+    assert result.returncode == 2 and "Permission denied" in result.stderr
+
+
+def test_own_map_needs_no_privilege(manual_mount, examples):
+    sleeper = subprocess.Popen(NOBODY + ["sleep", "60"])
+    try:
+        for _ in range(500):
+            ps = processes.read_psinfo(sleeper.pid)
+            if ps and ps.comm == "sleep" and ps.uid == 65534:
+                break
+            os.sched_yield()
+        out = info(examples, manual_mount, sleeper.pid, user="nobody")
+        assert int(out["nmap"]) == len(linux_maps(sleeper.pid))
+        assert out["cred"] == "65534 65534 65534 65534 65534 65534 0"
+        assert int(out["pr_uid"]) == 65534
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_gone_process_is_esrch(manual_mount):
+    import fcntl
+
+    import structs
+
+    proc = subprocess.Popen(["sleep", "60"])
+    path = manual_mount.path / "pinfo" / f"{proc.pid:05d}"
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        proc.kill()
+        proc.wait()
+        with pytest.raises(OSError) as exc:
+            fcntl.ioctl(fd, structs.PIOCPSINFO, bytes(structs.prpsinfo_t.sizeof()))
+        assert exc.value.errno == errno.ESRCH
+    finally:
+        os.close(fd)
