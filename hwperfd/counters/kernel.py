@@ -24,6 +24,7 @@ from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 
 CpuTimes = tuple[int, int]  # cumulative (user_ns, system_ns)
+SYSTEM_MODE_SERVICE = "irix-system-mode"  # the name IRIX system mode reserves the hardware under
 
 
 class TimeSource(Protocol):
@@ -507,6 +508,11 @@ class CounterKernel:
                     self._signal(system.owner, system.request.signal, overflows)
 
     def _acquire_system(self, request: CounterRequest, owner: int | None) -> int:
+        # System mode is a system-wide user of the hardware: it takes the
+        # reservation every personality shares (seed 002, perfctr_cpu_reserve).
+        holder = self.cpus.reservation.reserve(SYSTEM_MODE_SERVICE)
+        if holder is not None:
+            raise CountersBusy(f"hardware taken by '{holder}'")
         for record in self._enabled():
             self._displace(record)
         self._system_generation += 1
@@ -542,6 +548,7 @@ class CounterKernel:
             generation = max(system.generation, previous.generation + 1) if previous else system.generation
             self._procs[system.owner] = _ProcessRecord(system.owner, total, generation, State.RELEASED, seen, 0)
         self._system = None
+        self.cpus.reservation.release(SYSTEM_MODE_SERVICE)
 
     def _require_system(self) -> _SystemRecord:
         if self._system is None:

@@ -25,6 +25,8 @@ from hwperfd.ioctl import faults
 from hwperfd.ioctl.errno_map import to_oserror
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
+from hwperfd.counters.percpu import GlobalCounters
+from hwperfd.pctr.device import PctrDevice
 from hwperfd.procfs import commands
 from hwperfd.procfs.summary import control_summary, process_summary
 
@@ -33,11 +35,18 @@ log = logging.getLogger(__name__)
 CONTROL_NAME = b"control"
 CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
+PCTR_NAME = b"pctr"  # OpenBSD's /dev/pctr (hwperfd.pctr)
+PCTR_INODE = 1 << 40  # above any pid's inode
 
 
 def pid_name(pid: int) -> bytes:
     """IRIX's /proc/%05d; longer pids simply grow."""
     return b"%05d" % pid
+
+
+def _processor(pid: int) -> int | None:
+    info = processes.read_process(pid)
+    return None if info is None else info.processor
 
 
 def parse_pid(name: bytes) -> int | None:
@@ -68,6 +77,8 @@ class ProcFs(pyfuse3.Operations):
         self.mount = mount
         self._proc_ioctls = ProcIoctls(kernel)
         self._syssgi_ioctls = SyssgiIoctls(kernel)
+        self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
+        self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
@@ -88,6 +99,8 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT)
         if name == CONTROL_NAME:
             return self._attrs(CONTROL_INODE)
+        if name == PCTR_NAME:
+            return self._attrs(PCTR_INODE)
         if name in (b".", b".."):
             return self._attrs(pyfuse3.ROOT_INODE)
         pid = parse_pid(name)
@@ -118,6 +131,9 @@ class ProcFs(pyfuse3.Operations):
         elif inode == CONTROL_INODE:
             entry.st_mode = stat.S_IFREG | 0o600
             stamp = self._started
+        elif inode == PCTR_INODE:
+            entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr
+            stamp = self._started
         else:
             info = processes.read_process(inode - _PID_BASE)
             if info is None:
@@ -135,9 +151,12 @@ class ProcFs(pyfuse3.Operations):
         return inode
 
     async def readdir(self, fh, start_id, token):
-        # Offsets: 1 after the control node, pid + 2 after a pid.
+        # Offsets: 1 after the control node, 2 after pctr, pid + 2 after a pid.
         if start_id < 1:
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
+                return
+        if start_id < 2:
+            if not pyfuse3.readdir_reply(token, PCTR_NAME, self._attrs(PCTR_INODE), 2):
                 return
         for pid in processes.list_pids():
             if pid + 2 <= start_id:
@@ -164,11 +183,13 @@ class ProcFs(pyfuse3.Operations):
         # Ownership and mode are enforced by the kernel (default_permissions).
         if inode == pyfuse3.ROOT_INODE:
             raise pyfuse3.FUSEError(errno.EISDIR)
-        if inode != CONTROL_INODE and processes.read_process(inode - _PID_BASE) is None:
+        if inode not in (CONTROL_INODE, PCTR_INODE) and processes.read_process(inode - _PID_BASE) is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         fh = self._next_fh
         self._next_fh += 1
         self._handles[fh] = inode
+        if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR):
+            self._writable.add(fh)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False, nonseekable=False)
 
     async def read(self, fh, off, size):
@@ -181,6 +202,8 @@ class ProcFs(pyfuse3.Operations):
         try:
             lines = commands.parse_lines(buf)
             for words in lines:
+                if inode == PCTR_INODE:
+                    raise commands.CommandError("pctr takes ioctls, not commands")
                 if inode == CONTROL_INODE:
                     self._control_command(words)
                 else:
@@ -198,6 +221,7 @@ class ProcFs(pyfuse3.Operations):
     async def release(self, fh):
         self._handles.pop(fh, None)
         self._pages.pop(fh, None)
+        self._writable.discard(fh)
 
     def _inode(self, fh: int) -> int:
         try:
@@ -211,6 +235,8 @@ class ProcFs(pyfuse3.Operations):
             return control_summary(self.kernel, self.clock.name, self.mount) + "".join(
                 line + "\n" for line in self.faults.describe()
             )
+        if inode == PCTR_INODE:
+            return self.pctr.describe()
         pid = inode - _PID_BASE
         info = processes.read_process(pid)
         return process_summary(pid, info.comm if info else "exited", self.kernel)
@@ -251,6 +277,14 @@ class ProcFs(pyfuse3.Operations):
             self.faults.clear()
         elif verb == "lose" and len(args) == 1:
             self.kernel.lose(commands.integer(args[0], "pid"))
+        elif verb == "reserve" and len(args) == 1:
+            # Hold the hardware as another system-wide user would (for tests
+            # of every personality's "busy" answer).
+            holder = self.kernel.cpus.reservation.reserve(args[0])
+            if holder is not None:
+                raise commands.CommandError(f"hardware taken by {holder!r}")
+        elif verb == "release" and len(args) == 1:
+            self.kernel.cpus.reservation.release(args[0])
         else:
             raise commands.CommandError(f"unknown command {' '.join(words)!r}")
 
@@ -268,6 +302,8 @@ class ProcFs(pyfuse3.Operations):
     # -- ioctl (through the bridge) ---------------------------------------------------
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
+        if ino == PCTR_INODE:
+            return self.pctr(cmd, data, pid, fh in self._writable)
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         self._catch_up_events()
         self.faults.check(faults.CONTROL if ino == CONTROL_INODE else ino - _PID_BASE, cmd)
