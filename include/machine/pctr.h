@@ -17,7 +17,8 @@
 #include <sys/ioctl.h>
 #include <stdint.h>
 
-typedef uint64_t pctrval;
+/* unsigned long long, as OpenBSD's u_int64_t: printf("%llu") takes it unchanged. */
+typedef unsigned long long pctrval;
 
 #define PCTR_NUM	4
 
