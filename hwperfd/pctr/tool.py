@@ -18,7 +18,7 @@ import struct
 import sys
 from typing import NoReturn
 
-from hwperfd.cpu.models import ANY_INITIATOR, EDGE, MESI, MODELS, CpuModel, ModelEvent
+from hwperfd.cpu.models import ANY_INITIATOR, EDGE, MESI, MODELS, UNIT_MASK, CpuModel, ModelEvent
 from structs.pctr import (
     PCIOCRD,
     PCIOCS,
@@ -236,6 +236,8 @@ def list_functions(machine: Machine) -> None:
             line += "  (ctr0 only)"
         elif event.counters == 0b10:
             line += "  (ctr1 only)"
+        if UNIT_MASK in event.flags:
+            line += "  (needs unit mask)"
         print(line)
         if event.description:
             print_desc(event.description)
@@ -261,6 +263,8 @@ def function_value(machine: Machine, opts: Options) -> int:
                 val |= PCTR_UM_MESI
         if event is not None and EDGE in event.flags:
             val |= PCTR_E
+        if event is not None and UNIT_MASK in event.flags and not opts.masku:
+            errx(f"function {func:02x} needs unit mask specification")
     if machine.cpu_type == CPU_AMD and func and machine.event(func) is None:
         errx(f"function {func:02x} is not supported")
     if opts.ctr >= AMD_NUM:

@@ -28,7 +28,7 @@ def test_set_then_read_prints_openbsds_lines(intel):
     result = pctr(intel)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == f" ctr0 = {3 * MS * 8 // 10:16d}  [--ku c0 00   INST_RETIRED]"
+    assert lines[0] == f" ctr0 = {3 * MS * 8 // 10:16d}  [--ku c0 00   INST_RET]"
     assert lines[1] == f" ctr1 = {MS // 100:16d}  [--k- 29 0f  MESI L2_LD]"
     assert lines[2].startswith("  tsc = ") and len(lines) == 3
 
@@ -36,7 +36,7 @@ def test_set_then_read_prints_openbsds_lines(intel):
 def test_threshold_invert_edge_and_unit_mask_reach_the_function(intel):
     assert pctr(intel, "-s", "1", "-f", "0xc0", "-t", "2", "-i", "-e", "-u", "-m", "5").returncode == 0
     line = pctr(intel).stdout.splitlines()[1]
-    assert line.endswith("[ie-u c0 05 +2  INST_RETIRED]")
+    assert line.endswith("[ie-u c0 05 +2  INST_RET]")
 
 
 def test_amd_reads_four_counters(amd):
@@ -54,8 +54,9 @@ def test_amd_reads_four_counters(amd):
 
 def test_list_shows_the_models_events_with_descriptions(intel, amd):
     intel_list = pctr(intel, "-l").stdout.splitlines()
-    assert "c0  INST_RETIRED" in intel_list and "      Instructions retired." in intel_list
-    assert "29  L2_LD  (MESI)" in intel_list and "70  BUS_TRAN_ANY  (A)" in intel_list
+    assert "c0  INST_RET" in intel_list and "      Instructions retired." in intel_list
+    assert "29  L2_LD  (MESI)" in intel_list and "70  BUS_TRAN_ANY  (A)  (needs unit mask)" in intel_list
+    assert "3b  THERMAL_TRIP  (needs unit mask)" in intel_list
     assert "76  CPU clocks not halted" in pctr(amd, "-l").stdout.splitlines()
 
 
@@ -69,6 +70,7 @@ def test_errors_are_openbsds(intel, nobody_python):
         ("-f", "zz"): "pctr: invalid function number\n",
         ("-m", "1ff"): "pctr: invalid unit mask number\n",
         ("-s", "0", "-f", "77"): "pctr: function 77 is not supported\n",
+        ("-s", "0", "-f", "3c"): "pctr: function 3c needs unit mask specification\n",
         ("-A", "-M"): "usage: pctr [-AEeIiklMSu] [-f funct] [-m umask] [-s ctr] [-t thold]\n",
         ("extra",): "usage: pctr [-AEeIiklMSu] [-f funct] [-m umask] [-s ctr] [-t thold]\n",
         ("-x",): "pctr: unknown option -- x\nusage: pctr [-AEeIiklMSu] [-f funct] [-m umask] [-s ctr] [-t thold]\n",
