@@ -131,7 +131,7 @@ def test_update_control_refuses_what_the_hardware_cannot_do():
     bad = [
         CpuControl(False, 3, 0, (0, 1, 2), (ev, ev, ev)),  # three counters on a two-counter CPU
         CpuControl(False, 2, 0, (0, 0), (ev, ev)),  # one counter twice
-        CpuControl(False, 1, 0, (0,), (0x77 | X86_EN,)),  # no such event
+        CpuControl(False, 1, 0, (0,), (0x01 | X86_EN,)),  # no such event
         CpuControl(False, 0, 1, (0,), (ev,), (5,)),  # an i-mode preset that never overflows
     ]
     for control in bad:

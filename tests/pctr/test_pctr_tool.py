@@ -69,7 +69,7 @@ def test_errors_are_openbsds(intel, nobody_python):
         ("-f", "100"): "pctr: invalid function number\n",
         ("-f", "zz"): "pctr: invalid function number\n",
         ("-m", "1ff"): "pctr: invalid unit mask number\n",
-        ("-s", "0", "-f", "77"): "pctr: function 77 is not supported\n",
+        ("-s", "0", "-f", "1"): "pctr: function 01 is not supported\n",
         ("-s", "0", "-f", "3c"): "pctr: function 3c needs unit mask specification\n",
         ("-A", "-M"): "usage: pctr [-AEeIiklMSu] [-f funct] [-m umask] [-s ctr] [-t thold]\n",
         ("extra",): "usage: pctr [-AEeIiklMSu] [-f funct] [-m umask] [-s ctr] [-t thold]\n",
