@@ -16,7 +16,8 @@ hardware and hold the shared reservation.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 from hwperfd.counters.errors import CountersBusy
 from hwperfd.cpu.pmu import CpuSet

@@ -25,9 +25,10 @@ exact number of events since ``start`` was taken.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 from hwperfd.cpu.models import MESI, CpuModel, ModelEvent
 
@@ -78,7 +79,7 @@ def decode(model: CpuModel, counter: int, evntsel: int) -> Selection:
         if event is not None and MESI in event.flags:
             # The profile gives one rate per event; the four cache-line
             # states share it evenly (README: unit masks).
-            share = Fraction(bin((evntsel >> 8) & 0xF).count("1"), 4)
+            share = Fraction(((evntsel >> 8) & 0xF).bit_count(), 4)
         return Selection(
             event,
             bool(evntsel & X86_USR),
@@ -314,9 +315,8 @@ def resume(state: CpuState, cpu: PmuCpu, tsc_now: int) -> None:
     control = state.control
     for i, pmc in enumerate(state.pmc):
         cpu.program(pmc.map, control.evntsel[i])
-        if i >= control.nractrs:
-            if state._reload:
-                cpu.write(pmc.map, control.ireset[i], reload=control.ireset[i])
+        if i >= control.nractrs and state._reload:
+            cpu.write(pmc.map, control.ireset[i], reload=control.ireset[i])
         pmc.start = cpu.rdpmc(pmc.map)
         pmc._start_total = cpu.total(pmc.map)
     state._reload = False

@@ -25,10 +25,10 @@ is this project's modelling decision (README, CPU models).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Mapping
 
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
 
@@ -413,4 +413,4 @@ MODELS: Mapping[str, CpuModel] = MappingProxyType(
     }
 )
 
-__all__ = ["ANY_COUNTER", "MESI", "ANY_INITIATOR", "EDGE", "UNIT_MASK", "CpuModel", "ModelEvent", "MODELS"]
+__all__ = ["ANY_COUNTER", "ANY_INITIATOR", "EDGE", "MESI", "MODELS", "UNIT_MASK", "CpuModel", "ModelEvent"]

@@ -16,7 +16,7 @@ The driver's checks, in its order:
 from __future__ import annotations
 
 import errno
-from typing import Callable
+from collections.abc import Callable
 
 from hwperfd.counters.errors import CountersBusy
 from hwperfd.counters.percpu import GlobalCounters
@@ -99,11 +99,11 @@ class PctrDevice:
     def read(self, cpu: int) -> bytes:
         """struct pctrst for one CPU; without counters only the TSC is filled."""
         if not self.has_counters:
-            return pctrst.build(dict(pctr_fn=[0] * PCTR_NUM, pctr_tsc=self.counters.tsc(cpu), pctr_hwc=[0] * PCTR_NUM))
+            return pctrst.build({"pctr_fn": [0] * PCTR_NUM, "pctr_tsc": self.counters.tsc(cpu), "pctr_hwc": [0] * PCTR_NUM})
         reading = self.counters.read(cpu)
         pad = [0] * (PCTR_NUM - len(reading.values))
         return pctrst.build(
-            dict(pctr_fn=list(reading.functions) + pad, pctr_tsc=reading.tsc, pctr_hwc=list(reading.values) + pad)
+            {"pctr_fn": list(reading.functions) + pad, "pctr_tsc": reading.tsc, "pctr_hwc": list(reading.values) + pad}
         )
 
     def cpu_of(self, pid: int) -> int:

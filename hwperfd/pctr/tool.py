@@ -18,7 +18,15 @@ import struct
 import sys
 from typing import NoReturn
 
-from hwperfd.cpu.models import ANY_INITIATOR, EDGE, MESI, MODELS, UNIT_MASK, CpuModel, ModelEvent
+from hwperfd.cpu.models import (
+    ANY_INITIATOR,
+    EDGE,
+    MESI,
+    MODELS,
+    UNIT_MASK,
+    CpuModel,
+    ModelEvent,
+)
 from structs.pctr import (
     PCIOCRD,
     PCIOCS,

@@ -7,7 +7,15 @@ from fractions import Fraction
 import pytest
 
 from hwperfd.cpu import core
-from hwperfd.cpu.core import CpuControl, CpuState, PmuCpu, X86_EN, X86_INV, X86_OS, X86_USR
+from hwperfd.cpu.core import (
+    X86_EN,
+    X86_INV,
+    X86_OS,
+    X86_USR,
+    CpuControl,
+    CpuState,
+    PmuCpu,
+)
 from hwperfd.cpu.events import KINDS
 from hwperfd.cpu.models import MODELS
 from hwperfd.cpu.pmu import CpuSet

@@ -9,7 +9,17 @@ import struct
 
 import pytest
 
-from structs.pctr import PCIOCRD, PCIOCS0, PCIOCS1, PCIOCS2, PCIOCS3, PCTR_EN, PCTR_U, PCTRST_SIZE, pctrst
+from structs.pctr import (
+    PCIOCRD,
+    PCIOCS0,
+    PCIOCS1,
+    PCIOCS2,
+    PCIOCS3,
+    PCTR_EN,
+    PCTR_U,
+    PCTRST_SIZE,
+    pctrst,
+)
 
 
 def ioctl_errno(fd: int, cmd: int, value: int = 0) -> int:
