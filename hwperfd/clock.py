@@ -51,6 +51,12 @@ class ManualClock:
     def forget(self, pid: int) -> None:
         self._processes.pop(pid, None)
 
+    def tsc_ns(self, cpu: int) -> int:
+        """The TSC's time base: a manual CPU has no idle time, so its TSC
+        moves exactly with ``advance_cpu`` (user + system)."""
+        user, system = self._cpus[cpu]
+        return user + system
+
     def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
         """Manual time is exact already; the host's accounting is ignored."""
 
@@ -111,6 +117,11 @@ class RealClock:
         index = cpu % len(host)
         sharing = len(range(index, self._cpus, len(host)))
         return host[index].user_ns // sharing, host[index].system_ns // sharing
+
+    def tsc_ns(self, cpu: int) -> int:
+        """The TSC's time base: wall time since the host booted (CLOCK_MONOTONIC),
+        as a TSC starts at 0 at boot (pctr(4)); the same on every CPU."""
+        return time.monotonic_ns()
 
     def forget(self, pid: int) -> None:
         self._final.pop(pid, None)

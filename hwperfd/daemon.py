@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import hwperfd.lograte as lograte  # noqa: PLR0402 - the layering test reads module names
-from hwperfd.cpu.pmu import CPU_TYPES
+from hwperfd.cpu.models import MODELS
 
 log = logging.getLogger("hwperfd")
 
@@ -40,8 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"where to mount (default: $HWPERFD_MOUNT or {DEFAULT_MOUNT}, created if missing)",
     )  # fmt: skip
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="emulated CPUs (default: host CPUs)")
-    parser.add_argument("--cpu-type", choices=sorted(CPU_TYPES), default="r10000")
-    parser.add_argument("--mhz", type=str, default=None, help="emulated clock rate (default 195 / 300)")
+    parser.add_argument("--cpu-type", choices=list(MODELS), default="r10000", help="CPU model (see --list-cpus)")
+    parser.add_argument("--list-cpus", action="store_true", help="list the CPU models and exit")
+    parser.add_argument("--mhz", type=str, default=None, help="emulated clock rate (default: the model's)")
     parser.add_argument(
         "--clock", choices=("real", "manual"), default="real",
         help="real: host CPU time drives the counters; manual: time moves only when written to <mount>/control",
@@ -57,11 +58,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="log every request")
     args = parser.parse_args(argv)
+    if args.list_cpus:
+        print(list_cpus(), end="")
+        parser.exit(0)
     if not 4096 <= args.event_buffer <= 1 << 30:
         parser.error("--event-buffer must be 4096..1073741824 bytes")
     if not 0 <= args.linger <= 100_000:
         parser.error("--linger must be 0..100000 microseconds")
     return args
+
+
+def list_cpus() -> str:
+    """One line per CPU model: what --cpu-type takes."""
+    lines = [f"{'name':<11} {'vendor':<13} {'arch':<8} {'ctrs':>4} {'bits':>5} {'MHz':>5}  description"]
+    for model in MODELS.values():
+        bits = f"{model.width}" if model.width == model.read_width else f"{model.width}/{model.read_width}"
+        lines.append(
+            f"{model.name:<11} {model.vendor:<13} {model.arch:<8} {model.counters:>4} {bits:>5} "
+            f"{model.default_mhz:>5}  {model.description}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def mounted_at(path: str) -> str | None:

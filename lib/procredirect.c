@@ -6,7 +6,8 @@
  * library, an open of exactly "/proc/<digits>" (no further component) goes
  * to "$HWPERFD_MOUNT/<digits>" (default /run/hwperfd) instead, and IRIX's
  * "/proc/pinfo/<digits>" to "$HWPERFD_MOUNT/pinfo/<digits>".  Every other
- * path, including /proc/<pid>/stat and /proc/self, is untouched.
+ * path, including /proc/<pid>/stat and /proc/self, is untouched.  Opens of
+ * exactly "/dev/pctr" (OpenBSD's pctr(4) device) go to "<mount>/pctr".
  *
  * It also carries IRIX's two pointer-carrying counter calls, PIOCENEVCTRSEX
  * and PIOCGETEVCTRLEX, on files of a FUSE mount: a FUSE server sees only the
@@ -46,6 +47,12 @@ static const char *redirect(const char *path, int flags, char *buf, size_t size)
 
     const char *sub = "";
 
+    if (path != NULL && strcmp(path, "/dev/pctr") == 0) {
+        /* OpenBSD's pctr(4) device (<machine/pctr.h> _PATH_PCTR). */
+        if (snprintf(buf, size, "%s/pctr", mount_point()) >= (int)size)
+            return NULL;
+        return buf;
+    }
     if (path == NULL || (flags & O_DIRECTORY) || strncmp(path, "/proc/", 6) != 0)
         return NULL;
     p = path + 6;

@@ -16,12 +16,18 @@ ALLOWED = {
     "hwperfd.ioctl": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     # The per-user log limit: the FUSE boundary says whose request is logging.
     "hwperfd.lograte": set(),
-    "hwperfd.procfs": {"hwperfd.ioctl", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte", "structs"},
+    # A personality's driver: decode, check in the original's order, call the counters.
+    "hwperfd.pctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    "hwperfd.procfs": {
+        "hwperfd.ioctl", "hwperfd.pctr", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte", "structs",
+    },
     # Tools are clients: they speak to the mount, never to the daemon's insides.
     "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},
     # ecfind reads Linux's /proc for its ps(1) columns, as any program may.
     "hwperfd.ec": {"hwperfd.client", "hwperfd.cpu", "hwperfd.host", "hwperfd.perfex", "structs"},
     "hwperfd.client": {"structs"},
+    # pctr(1) is a client of <mount>/pctr; it knows the models' event tables.
+    "hwperfd.pctr.tool": {"hwperfd.cpu", "structs"},
 }
 
 

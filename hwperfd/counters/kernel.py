@@ -24,6 +24,7 @@ from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 
 CpuTimes = tuple[int, int]  # cumulative (user_ns, system_ns)
+SYSTEM_MODE_SERVICE = "irix-system-mode"  # the name IRIX system mode reserves the hardware under
 
 
 class TimeSource(Protocol):
@@ -677,6 +678,11 @@ class CounterKernel:
                     self._signal(Signal(system.owner, system.owner_start, None, system.request.signal, overflows))
 
     def _acquire_system(self, request: CounterRequest, owner: int | None, owner_start: int = 0) -> int:
+        # System mode is a system-wide user of the hardware: it takes the
+        # reservation every personality shares (seed 002, perfctr_cpu_reserve).
+        holder = self.cpus.reservation.reserve(SYSTEM_MODE_SERVICE)
+        if holder is not None:
+            raise CountersBusy(f"hardware taken by '{holder}'")
         for record in self._enabled():
             self._displace(record)
         self._system_generation += 1
@@ -714,6 +720,7 @@ class CounterKernel:
             record = _ProcessRecord(system.owner, total, generation, State.RELEASED, seen, 0, start=system.owner_start)
             self._procs[system.owner] = record
         self._system = None
+        self.cpus.reservation.release(SYSTEM_MODE_SERVICE)
 
     @staticmethod
     def _restartable(record: _ProcessRecord) -> bool:

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
+from hwperfd.cpu.core import PmuCpu
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
+from hwperfd.cpu.models import MODELS, CpuModel
 from hwperfd.cpu.profiles import WorkloadProfile
+from hwperfd.cpu.reservation import Reservation
 
 COUNTERS_PER_CPU = 2
 COUNTER_MODULUS = 1 << 32
@@ -159,19 +162,28 @@ class Cpu:
 
 
 class CpuSet:
-    """N CPUs of one type, as r10k_counters(5) requires (mixing types is undefined)."""
+    """N CPUs of one type, as r10k_counters(5) requires (mixing types is undefined).
+
+    ``model`` is the CPU model (``hwperfd.cpu.models``), ``pmus`` each CPU's
+    counter hardware for the seed-002 core, and ``reservation`` who holds
+    that hardware system-wide.  ``type`` and ``cpus`` are the IRIX view; on
+    a model IRIX never ran on, its event table is empty, so every IRIX
+    request names an event that does not exist (EINVAL)."""
 
     def __init__(self, count: int, cpu_type: str = "r10000", mhz: Fraction | int | str | None = None):
         if count < 1:
             raise ValueError("need at least one CPU")
         try:
-            self.type = CPU_TYPES[cpu_type]
+            self.model: CpuModel = MODELS[cpu_type]
         except KeyError:
-            raise ValueError(f"unknown CPU type {cpu_type!r}; known: {', '.join(CPU_TYPES)}") from None
-        self.mhz = Fraction(mhz) if mhz is not None else Fraction(self.type.default_mhz)
+            raise ValueError(f"unknown CPU type {cpu_type!r}; known: {', '.join(MODELS)}") from None
+        self.type = CPU_TYPES.get(cpu_type) or CpuType(cpu_type, CpuEvents(cpu_type, ()), self.model.default_mhz, 0)
+        self.mhz = Fraction(mhz) if mhz is not None else Fraction(self.model.default_mhz)
         if self.mhz <= 0:
             raise ValueError("clock rate must be positive")
         self.cpus = tuple(Cpu(i, self.type, self.mhz) for i in range(count))
+        self.pmus = tuple(PmuCpu(i, self.model, self.mhz) for i in range(count))
+        self.reservation = Reservation()
 
     def __len__(self) -> int:
         return len(self.cpus)

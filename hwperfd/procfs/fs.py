@@ -28,6 +28,8 @@ from hwperfd.ioctl import machine
 from hwperfd.ioctl.errno_map import to_oserror
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
+from hwperfd.counters.percpu import GlobalCounters
+from hwperfd.pctr.device import PctrDevice
 from hwperfd.procfs import commands, pinfo
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.summary import control_summary, process_summary
@@ -44,11 +46,18 @@ PAGE_LIFETIME_NS = 10_000_000
 CONTROL_NAME = b"control"
 CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
+PCTR_NAME = b"pctr"  # OpenBSD's /dev/pctr (hwperfd.pctr)
+PCTR_INODE = 1 << 31  # above any pid's inode, below pinfo's (1 << 32 and up)
 
 
 def pid_name(pid: int) -> bytes:
     """IRIX's /proc/%05d; longer pids simply grow."""
     return b"%05d" % pid
+
+
+def _processor(pid: int) -> int | None:
+    info = processes.read_process(pid)
+    return None if info is None else info.processor
 
 
 def parse_pid(name: bytes) -> int | None:
@@ -77,7 +86,8 @@ class Handle:
 
     @property
     def key(self) -> tuple[int, int]:
-        return (self.pid, self.start)
+        """What its text is kept under: the process, or the node itself."""
+        return (self.pid, self.start) if self.pidfd >= 0 else (-self.inode, 0)
 
 
 @dataclass
@@ -108,6 +118,8 @@ class ProcFs(pyfuse3.Operations):
         self.mount = mount
         self._proc_ioctls = ProcIoctls(kernel)
         self._syssgi_ioctls = SyssgiIoctls(kernel)
+        self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
+        self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
@@ -137,6 +149,8 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT)
         if name == CONTROL_NAME:
             return self._attrs(CONTROL_INODE)
+        if name == PCTR_NAME:
+            return self._attrs(PCTR_INODE)
         if name in (b".", b".."):
             return self._attrs(pyfuse3.ROOT_INODE)
         pid = parse_pid(name)
@@ -169,6 +183,9 @@ class ProcFs(pyfuse3.Operations):
         elif inode == CONTROL_INODE:
             entry.st_mode = stat.S_IFREG | 0o600
             stamp = self._started
+        elif inode == PCTR_INODE:
+            entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr
+            stamp = self._started
         else:
             info = processes.read_process(inode - _PID_BASE)
             if info is None:
@@ -188,21 +205,24 @@ class ProcFs(pyfuse3.Operations):
     async def readdir(self, fh, start_id, token):
         if fh == pinfo.DIR_INODE:
             return await self._pinfo.readdir(start_id, token)
-        # Offsets: 1 after the control node, 2 after pinfo, pid + 2 after a pid.
+        # Offsets: 1 after the control node, 2 after pinfo, 3 after pctr, pid + 3 after a pid.
         if start_id < 1:
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
                 return
         if start_id < 2:
             if not pyfuse3.readdir_reply(token, pinfo.NAME, self._pinfo.attrs(pinfo.DIR_INODE), 2):
                 return
+        if start_id < 3:
+            if not pyfuse3.readdir_reply(token, PCTR_NAME, self._attrs(PCTR_INODE), 3):
+                return
         for pid in processes.list_pids():
-            if pid + 2 <= start_id:
+            if pid + 3 <= start_id:
                 continue
             try:
                 attrs = self._attrs(pid + _PID_BASE)
             except pyfuse3.FUSEError:
                 continue  # exited meanwhile
-            if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 2):
+            if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 3):
                 return
 
     async def releasedir(self, fh):
@@ -223,13 +243,15 @@ class ProcFs(pyfuse3.Operations):
         if pinfo.owns(inode):
             self._pinfo.attrs(inode)  # ENOENT if the process is gone
             handle = Handle(inode)
-        elif inode == CONTROL_INODE:
+        elif inode in (CONTROL_INODE, PCTR_INODE):
             handle = Handle(inode)
         else:
             handle = self._open_process(inode, ctx)
         fh = self._next_fh
         self._next_fh += 1
         self._handles[fh] = handle
+        if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR):
+            self._writable.add(fh)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False, nonseekable=False)
 
     def _open_process(self, inode: int, ctx: pyfuse3.RequestContext) -> Handle:
@@ -312,6 +334,8 @@ class ProcFs(pyfuse3.Operations):
         try:
             lines = commands.parse_lines(buf)
             for words in lines:
+                if inode == PCTR_INODE:
+                    raise commands.CommandError("pctr takes ioctls, not commands")
                 if inode == CONTROL_INODE:
                     self._control_command(words)
                 else:
@@ -327,6 +351,7 @@ class ProcFs(pyfuse3.Operations):
         pass
 
     async def release(self, fh):
+        self._writable.discard(fh)
         handle = self._handles.pop(fh, None)
         if handle is None:
             return
@@ -353,6 +378,8 @@ class ProcFs(pyfuse3.Operations):
             return control_summary(self.kernel, self.clock.name, self.mount) + "".join(
                 line + "\n" for line in [*self._status(), *self.faults.describe()]
             )
+        if handle.inode == PCTR_INODE:
+            return self.pctr.describe()
         info = processes.read_process(handle.pid)
         comm = info.comm if info is not None and info.start == handle.start else "exited"
         return process_summary(handle.pid, comm, self.kernel, handle.start)
@@ -393,6 +420,14 @@ class ProcFs(pyfuse3.Operations):
             self.faults.clear()
         elif verb == "lose" and len(args) == 1:
             self.kernel.lose(commands.integer(args[0], "pid"))
+        elif verb == "reserve" and len(args) == 1:
+            # Hold the hardware as another system-wide user would (for tests
+            # of every personality's "busy" answer).
+            holder = self.kernel.cpus.reservation.reserve(args[0])
+            if holder is not None:
+                raise commands.CommandError(f"hardware taken by {holder!r}")
+        elif verb == "release" and len(args) == 1:
+            self.kernel.cpus.reservation.release(args[0])
         else:
             raise commands.CommandError(f"unknown command {' '.join(words)!r}")
 
@@ -410,6 +445,8 @@ class ProcFs(pyfuse3.Operations):
     # -- ioctl (through the bridge) ---------------------------------------------------
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
+        if ino == PCTR_INODE:
+            return self.pctr(cmd, data, pid, fh in self._writable)
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         if pinfo.owns(ino):
             self._catch_up_events(None)

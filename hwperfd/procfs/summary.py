@@ -47,6 +47,9 @@ def control_summary(kernel: CounterKernel, clock_name: str, mount: str) -> str:
     return (
         f"hwperfd at {mount}\n"
         f"cpu {kernel.cpus.type.name} x{len(kernel.cpus)} @ {float(kernel.cpus.mhz):g} MHz\n"
+        f"model {kernel.cpus.model.name}: {kernel.cpus.model.description}, {kernel.cpus.model.counters} counters "
+        f"of {kernel.cpus.model.width} bits\n"
+        f"hardware reserved by {kernel.cpus.reservation.holder or 'nobody'}\n"
         f"clock {clock_name}\n"
         f"default profile {kernel.default_profile.name}\n"
         f"system mode {system}\n"

@@ -1,0 +1,109 @@
+"""Global per-CPU counters: what OpenBSD's pctr(4) driver gives programs.
+
+No virtualization: one function per counter, the same on every CPU (the
+driver keeps ``pctr_fn[]`` and sends an IPI so each CPU reloads it), and
+each CPU's counter registers count everything that runs on that CPU, in the
+modes the function enables.  A counter is zeroed only when its function
+changes (``pctr_reload``: "only update the ones that don't match").  Reads
+return the registers of one CPU, the one the caller runs on.
+
+Counts come lazily from each emulated CPU's user and system time (the
+clock's ``cpu_times``), through the default workload profile, so idle
+costs nothing; under the manual clock ``advance-cpu`` moves them exactly.
+While any function is set, the counters are a system-wide user of the
+hardware and hold the shared reservation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+from hwperfd.counters.errors import CountersBusy
+from hwperfd.cpu.pmu import CpuSet
+from hwperfd.cpu.profiles import WorkloadProfile
+
+CpuTimes = tuple[int, int]
+SERVICE = "pctr"  # the name these counters reserve the hardware under
+
+
+class CpuClock(Protocol):
+    def cpu_times(self, cpu: int) -> CpuTimes: ...
+
+    def tsc_ns(self, cpu: int) -> int: ...
+
+
+class CpuReading(NamedTuple):
+    """One CPU's counters as PCIOCRD returns them."""
+
+    functions: tuple[int, ...]
+    tsc: int
+    values: tuple[int, ...]
+
+
+class GlobalCounters:
+    def __init__(
+        self,
+        cpus: CpuSet,
+        clock: CpuClock,
+        profile: Callable[[], WorkloadProfile] = WorkloadProfile,
+        service: str = SERVICE,
+    ) -> None:
+        self.cpus = cpus
+        self.clock = clock
+        self._profile = profile
+        self.service = service
+        self.functions = [0] * cpus.model.counters
+        self._seen = [clock.cpu_times(i) for i in range(len(cpus))]
+
+    @property
+    def count(self) -> int:
+        return len(self.functions)
+
+    def set_function(self, counter: int, function: int) -> bool:
+        """Program ``counter`` with ``function`` on every CPU; returns whether
+        it changed.  A function that does not change leaves the counts alone.
+
+        Raises CountersBusy when another service holds the hardware."""
+        if not 0 <= counter < self.count:
+            raise IndexError(counter)
+        function &= 0xFFFFFFFF
+        if function == self.functions[counter]:
+            return False
+        if function:
+            holder = self.cpus.reservation.reserve(self.service)
+            if holder is not None:
+                raise CountersBusy(f"hardware taken by '{holder}'")
+        self.catch_up()
+        self.functions[counter] = function
+        for pmu in self.cpus.pmus:
+            pmu.write(counter, 0)
+            pmu.program(counter, function)
+            pmu.write(counter, 0)
+        if not any(self.functions):
+            self.cpus.reservation.release(self.service)
+        return True
+
+    def read(self, cpu: int) -> CpuReading:
+        """The functions, the TSC and the counters of ``cpu``."""
+        self.catch_up(cpu)
+        pmu = self.cpus.pmus[cpu]
+        return CpuReading(
+            tuple(pmu.evntsel(i) for i in range(self.count)),
+            self.tsc(cpu),
+            tuple(pmu.rdpmc(i) for i in range(self.count)),
+        )
+
+    def tsc(self, cpu: int) -> int:
+        return self.cpus.pmus[cpu].tsc.at(self.clock.tsc_ns(cpu))
+
+    def catch_up(self, cpu: int | None = None) -> None:
+        """Run each CPU's new busy time through its counters."""
+        profile = self._profile()
+        for i in range(len(self.cpus)) if cpu is None else (cpu,):
+            now = self.clock.cpu_times(i)
+            before = self._seen[i]
+            user, system = max(0, now[0] - before[0]), max(0, now[1] - before[1])
+            self._seen[i] = (max(now[0], before[0]), max(now[1], before[1]))
+            if (user or system) and any(self.functions):
+                self.cpus.pmus[i].run(user, system, profile.rates, profile.exl_share)
