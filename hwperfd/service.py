@@ -210,7 +210,7 @@ class Daemon:
         exits = []
         for record in self.accounting.drain_nowait():
             if isinstance(record, taskstats.TaskExit) and record.whole_group:
-                self.clock.exited(record.pid, record.user_ns, record.system_ns)
+                self.clock.exited(record.pid, *record.split())
                 exits.append(record)
         return exits
 
