@@ -138,6 +138,10 @@ def run(
     forwarded = {signal.SIGTERM, signal.SIGHUP}
     waited = {signal.SIGCHLD} | control | forwarded
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    import hwperfd.perfex
+
+    # The command starts with the mask perfex started with (hold_start_signals).
+    child_mask = hwperfd.perfex.startup_mask if hwperfd.perfex.startup_mask is not None else old_mask
     # As time(1) does: a ^C or ^\ is for the command; perfex reports after it.
     # SIGCHLD must not be ignored (an inherited SIG_IGN would reap the command
     # behind perfex's back); the waited-for signals stay blocked, so their
@@ -146,7 +150,7 @@ def run(
     dispositions.update({sig: signal.SIG_DFL for sig in (signal.SIGCHLD, *control)})
     saved = {sig: signal.signal(sig, action) for sig, action in dispositions.items()}
     try:
-        return _run(argv, plan, mount, control, forwarded, waited, old_mask, notice)
+        return _run(argv, plan, mount, control, forwarded, waited, child_mask, notice)
     finally:
         for sig, action in saved.items():
             signal.signal(sig, action)
