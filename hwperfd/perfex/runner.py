@@ -90,6 +90,10 @@ class _Counting:
         self.raw = [0] * SLOTS
         self.active = [0] * SLOTS
         self.enabled = 0
+        # What the command's file held when counting stopped: descendants
+        # keep counting (perfex(1) -s: "counting for descendants of the child
+        # will not be affected"), and what they fold in meanwhile is kept.
+        self._stopped_at: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
 
     def inherited(self, generation: int) -> None:
         """The command inherited counters at its fork (generation 0: it did
@@ -104,6 +108,7 @@ class _Counting:
         if self.counting:
             self.notice("got SIGUSR1 but already counting: ignored")
             return False
+        self.keep_folded()  # enabling starts the command's counts afresh
         self.generation = self.counters.enable(self.plan.specs())
         self.counting = self.started = True
         return True
@@ -120,9 +125,23 @@ class _Counting:
             self.raw[slot] += usage.counts[slot]
             self.active[slot] += monitor.cm_active_ns[slot]
         self.enabled += monitor.cm_enabled_ns
+        self._stopped_at = (tuple(usage.counts), tuple(monitor.cm_active_ns), monitor.cm_enabled_ns)
         if release:
             self.counters.release()
         self.counting = False
+
+    def keep_folded(self) -> None:
+        """Add what descendants folded into the command since counting stopped."""
+        if self._stopped_at is None:
+            return
+        counts, active, enabled = self._stopped_at
+        self._stopped_at = None
+        usage = self.counters.read_usage()
+        monitor = usage.fields.pu_cpu_mon
+        for slot in range(SLOTS):
+            self.raw[slot] += max(0, usage.counts[slot] - counts[slot])
+            self.active[slot] += max(0, monitor.cm_active_ns[slot] - active[slot])
+        self.enabled += max(0, monitor.cm_enabled_ns - enabled)
 
 
 def run(
@@ -313,6 +332,8 @@ def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice) -> 
         # The command is a zombie: its file still answers.
         if counting.counting:
             counting.stop(release=False)
+        else:
+            counting.keep_folded()
         return counters.summary(), _comm(pid) or _command_name(argv)
     except OSError as exc:
         raise PerfexError(f"reading the counters of pid {pid} failed: {exc.strerror or exc}") from None

@@ -499,3 +499,23 @@ def test_a_sigusr1_as_perfex_starts_does_not_kill_it(manual_mount, args):
     assert proc.returncode == 0, err
     assert ("SIGUSR1: counting started" in err) == bool(args), err
     assert "Cycles" in err
+
+
+def test_s_descendants_keep_counting_and_their_counts_are_kept(perfex, programs):
+    """perfex(1) -s: "counting for descendants of the child will not be
+    affected": a child forked while counting counts on after SIGUSR2, and
+    its counts reach the report when the command reaps it."""
+    from tests.waiting import wait_for
+
+    run = perfex("-s", "-e", "25", "sh", "-c", f"sleep 1; {programs.waiter}; {SETTLE}")
+    assert wait_for(lambda: _children(run.proc.pid), timeout=10)  # the shell runs
+    os.kill(run.proc.pid, signal.SIGUSR1)
+    run.wait_for_line("counting started")
+    (child,) = run.announced()  # forked by the counting shell: inherits
+    os.kill(run.proc.pid, signal.SIGUSR2)
+    run.wait_for_line("counting stopped")
+    run.advance(child, "10ms")
+    run.release(child)
+    code, _, report = run.finish()
+    assert code == 0
+    assert counts_of(report) == {0: 10 * MS, 25: 10 * MS // 100}
