@@ -230,10 +230,18 @@ class ProcessCounters(_MountFile):
 
 
 class Control(_MountFile):
-    """The root-only control node: syssgi(SGI_EVENTCTR) commands and the manual clock."""
+    """The control node: syssgi(SGI_EVENTCTR) commands and the manual clock.
+
+    Anyone may open it (read-only for a non-root user: the read commands
+    work, commands that change state answer EPERM); text commands need root.
+    """
 
     def __init__(self, *, mount: Path | str | None = None) -> None:
-        super().__init__(require_mount(Path(mount) if mount else None) / "control", os.O_RDWR)
+        path = require_mount(Path(mount) if mount else None) / "control"
+        try:
+            super().__init__(path, os.O_RDWR)
+        except PermissionError:
+            super().__init__(path, os.O_RDONLY)
 
     def command(self, text: str) -> None:
         os.write(self.fd, text.encode() + b"\n")

@@ -96,11 +96,30 @@ class RealClock:
     def _exited_times(self, pid: int) -> CpuTimes | None:
         final = self._final[pid]
         info = processes.read_process(pid)
-        if info is None or info.zombie:
+        if info is None:
             return final
+        if info.zombie:
+            return self._zombie_times(pid, final)
         # A live process under that pid is a new one: the record was its predecessor's.
         del self._final[pid]
         return self.process_times(pid)
+
+    def _zombie_times(self, pid: int, final: CpuTimes) -> CpuTimes:
+        """A zombie's CPU clock is final and exact, the rest of its exit
+        included, which its exit record (made earlier) is not: the total
+        comes from the clock, divided as the record divides it.  Kept, so
+        the process's time never moves back once its parent reaps it."""
+        total = processes.read_cpu_total(pid)
+        user, system = final
+        if total is None or total <= user + system:
+            return final
+        if user + system == 0:
+            times = (total, 0)
+        else:
+            part = total * system // (user + system)
+            times = (total - part, part)
+        self._final[pid] = times
+        return times
 
     def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
         """The kernel's exit accounting for ``pid``: its last word on CPU

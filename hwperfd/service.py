@@ -231,7 +231,7 @@ class Daemon:
         for record in self.accounting.drain_nowait():
             if isinstance(record, taskstats.TaskExit):
                 if record.whole_group:
-                    batch.append(Exited(record.pid, record.ppid, record.comm, (record.user_ns, record.system_ns)))
+                    batch.append(Exited(record.pid, record.ppid, record.comm, record.split()))
             else:
                 batch.append(Lost())
         return batch

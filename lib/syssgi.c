@@ -2,8 +2,8 @@
  * libhwperf: IRIX syssgi(SGI_EVENTCTR, cmd, ...) on Linux.
  *
  * Linux has no syssgi(2).  hwperfd serves the SGI_EVENTCTR sub-commands of
- * r10k_counters(5) ("Syssgi Commands") as HWIOC_* ioctls on the root-only
- * control node of its mount, <mount>/control, where <mount> is
+ * r10k_counters(5) ("Syssgi Commands") as HWIOC_* ioctls on the control
+ * node of its mount, <mount>/control, where <mount> is
  * $HWPERFD_MOUNT or /run/hwperfd.  This file turns the variadic IRIX call
  * into one of those ioctls, so IRIX sources compile and run unchanged:
  *
@@ -22,11 +22,13 @@
  * sprofil-style profiling commands, which hwperfd does not emulate.
  *
  * Differences from IRIX that a caller can see:
- *  - The control node is mode 0600 root, so a non-root caller is refused
- *    when the node is opened (EACCES).  IRIX answered such callers EPERM
- *    ("MUST BE ROOT ... or else EPERM"), so EACCES at open is reported as
- *    EPERM.  Every other failure to open is reported as is: ENOENT means
- *    hwperfd is not mounted there, ENOTCONN that its daemon died.
+ *  - The control node is mode 0644 root: anyone may open it (read-only,
+ *    as here) and read the system counters; the commands that change them
+ *    (ENSYSCNTRS, SET_SYSEVCTRL, RELSYSCNTRS) answer EPERM unless the
+ *    caller is root, as on IRIX.  EACCES at open (a node made private) is
+ *    reported as EPERM.  Every other failure to open is reported as is:
+ *    ENOENT means hwperfd is not mounted there, ENOTCONN that its daemon
+ *    died.
  *  - Requests other than SGI_EVENTCTR, and unknown SGI_EVENTCTR commands,
  *    fail with EINVAL, as IRIX's syssgi did for requests it did not know.
  *  - HWPERF_GET_SYSEVCTRL copies exactly sizeof(hwperf_eventctrl_t) (64

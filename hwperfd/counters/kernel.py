@@ -145,6 +145,7 @@ class _SystemRecord:
     per_cpu: list[ControlBlock]
     seen: list[CpuTimes]
     owner_start: int = 0
+    signal_to: int | None = None  # overflow signals' target: the owner, or the syssgi caller
 
 
 @dataclass(frozen=True)
@@ -587,7 +588,12 @@ class CounterKernel:
             raise InvalidRequest("system mode needs at least one event counted in kernel mode")
         if self._system is not None:
             raise CountersBusy("the counters are already in use in system mode")
-        return self._acquire_system(request, owner=None)
+        generation = self._acquire_system(request, owner=None)
+        # r10k_counters(5): hwp_ovflw_sig is "what signal the user program would
+        # like to receive": the program that made the syssgi call.
+        assert self._system is not None
+        self._system.signal_to = caller.pid
+        return generation
 
     def read_system(self) -> tuple[int, tuple[int, ...]]:
         system = self._require_system()
@@ -618,6 +624,8 @@ class CounterKernel:
         for block in system.per_cpu:
             block.reprogram(request)
         system.request = request
+        if system.owner is None:
+            system.signal_to = caller.pid
         self._system_generation += 1
         system.generation = self._system_generation
         return system.generation
@@ -644,11 +652,17 @@ class CounterKernel:
 
     def signalling(self) -> list[int]:
         """Pids whose counters may raise overflow signals: they need timely catch-up."""
-        return [
+        pids = [
             r.pid
             for r in self._procs.values()
             if r.state is State.ENABLED and r.block.request.signal and any(r.block.request.thresholds)
         ]
+        system = self._system
+        if system is not None and system.request.signal and any(system.request.thresholds):
+            target = system.owner if system.owner is not None else system.signal_to
+            if target is not None and target not in pids:
+                pids.append(target)  # catch_up() brings system mode up to date too
+        return pids
 
     # -- internals -----------------------------------------------------------
 
@@ -674,8 +688,10 @@ class CounterKernel:
             system.seen[i] = (max(now[0], before[0]), max(now[1], before[1]))
             if user or sys_:
                 overflows = block.advance(self.cpus[i], user, sys_, self.default_profile)
-                if overflows and system.request.signal and system.owner is not None:
-                    self._signal(Signal(system.owner, system.owner_start, None, system.request.signal, overflows))
+                target = system.owner if system.owner is not None else system.signal_to
+                if overflows and system.request.signal and target is not None:
+                    start = system.owner_start if system.owner is not None else 0
+                    self._signal(Signal(target, start, None, system.request.signal, overflows))
 
     def _acquire_system(self, request: CounterRequest, owner: int | None, owner_start: int = 0) -> int:
         # System mode is a system-wide user of the hardware: it takes the

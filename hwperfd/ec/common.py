@@ -106,14 +106,12 @@ def is_root() -> bool:
 
 
 def open_control(mount: Path, what: str) -> Control:
-    """The control node; a non-root user cannot open it (0600 root): say why."""
+    """The control node (read-only for a non-root user: its read commands
+    answer everyone, the others EPERM); say why it cannot be opened."""
     try:
         return Control(mount=mount)
     except PermissionError:
-        raise EcError(
-            f"{what} needs root with hwperfd: the global counters are served by {mount}/control, "
-            "which is root-only (mode 0600)"
-        ) from None
+        raise EcError(f"{what}: {mount}/control cannot be opened (permission denied)") from None
 
 
 # -- events and slots ------------------------------------------------------------------

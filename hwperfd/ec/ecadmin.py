@@ -51,8 +51,7 @@ Enabling is refused while any process counts through its /proc file (perfex,
 PAPI, ...): the error names them (ecfind lists them).  While global counters
 are enabled, perfex and other process-based counting get EBUSY.
 
-Everything but -l and -e '?' needs root.  -l needs root with hwperfd as well:
-its control node is root-only (mode 0600), unlike IRIX's syssgi().
+Everything but -l and -e '?' needs root.
 hwperfd must be mounted at $HWPERFD_MOUNT or {mount_point()}.
 Exit status: 0 on success, 1 on any error.
 """

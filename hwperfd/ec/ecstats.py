@@ -45,8 +45,8 @@ share one hardware counter the kernel gives each about 1/m of the time
 their slot keep their counts; the others are measured from zero, and the
 block says so.
 
-Needs root with hwperfd (the control node is root-only, mode 0600) and at
-least one global counter enabled.  hwperfd must be mounted at
+Any user may sample (the control node's read commands answer everyone);
+at least one global counter must be enabled.  hwperfd must be mounted at
 $HWPERFD_MOUNT or {mount_point()}.  Exit status: 0 after -s samples or q,
 1 on any error (including the counters being released while sampling).
 """

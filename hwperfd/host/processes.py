@@ -32,6 +32,7 @@ __all__ = [
     "list_pids",
     "cpu_times_from_ticks",
     "read_cpu_ticks",
+    "read_cpu_total",
     "read_cpu_times",
     "read_process",
     "read_system_cpu_times",
@@ -393,6 +394,15 @@ def _cpu_times(pid: int, utime: int, stime: int) -> CpuTimes:
         return CpuTimes(total, 0)
     system = total * stime // ticks
     return CpuTimes(total - system, system)
+
+
+def read_cpu_total(pid: int) -> int | None:
+    """Exact CPU time of the whole process in ns (one clock_gettime), a
+    zombie's final one included; None if it is gone."""
+    try:
+        return time.clock_gettime_ns(_process_cpu_clock(pid))
+    except OSError:
+        return None
 
 
 def read_cpu_ticks(pid: int) -> tuple[int, int] | None:

@@ -9,3 +9,19 @@ emulates), ``runner`` (fork, count, wait, read, project), ``costs`` (the -y
 cost table as data), ``stats`` (derived statistics), ``report`` (text,
 JSON, CSV), ``cli`` (the command line).
 """
+
+import signal as _signal
+
+#: The signal mask perfex started with, once ``hold_start_signals`` ran.
+startup_mask: set[_signal.Signals] | None = None
+
+
+def hold_start_signals() -> None:
+    """Block SIGUSR1 and SIGUSR2 from perfex's first moment: perfex(1) -s
+    starts counting at SIGUSR1, and one sent as perfex starts must neither
+    kill it (their default action) nor be lost - it stays pending until
+    perfex waits for it.  Without -s they stay blocked and do nothing.  The
+    command gets the mask perfex started with."""
+    global startup_mask
+    if startup_mask is None:
+        startup_mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGUSR1, _signal.SIGUSR2})

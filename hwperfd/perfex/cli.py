@@ -191,6 +191,9 @@ def _check(opts: Options) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hwperfd.perfex import hold_start_signals
+
+    hold_start_signals()
     argv = sys.argv[1:] if argv is None else argv
     try:
         opts = parse_args(argv)

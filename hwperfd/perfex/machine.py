@@ -1,9 +1,10 @@
 """The emulated machine perfex runs on: CPU type and clock, from the mount.
 
-hwperfd reports them in two places: the root-only control node, and the
-text view of any process whose counters are in use ("cpu r10000 x2 @ 200
-MHz").  An unprivileged perfex therefore enables cycles on itself for a
-moment, reads its own view and releases again.
+hwperfd reports them in two places: the control node (readable by
+everyone), and the text view of any process whose counters are in use
+("cpu r10000 x2 @ 200 MHz").  Where the control node cannot be read, perfex
+enables cycles on itself for a moment, reads its own view and releases
+again.
 """
 
 from __future__ import annotations

@@ -98,7 +98,10 @@ def parse_event(text: str, cpu_type: str) -> int:
         return number
     key = _normal(word)
     for event in table.events:  # the lower number of a twin wins (0, 15)
-        if key in (_normal(event.name), _normal(event.macro)):
+        # "A / B" names an event by either revision's meaning; perfex(1)'s
+        # table prints only the first ("14 = Virtual coherency conditions").
+        names = [event.name, event.macro, *event.name.split(" / ")]
+        if key in (_normal(name) for name in names):
             return event.number
     raise EventError(
         f"unknown event {text!r} for the {cpu_type.upper()} (give 0-31 or a name; `perfex --list` lists them)"

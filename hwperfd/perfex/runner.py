@@ -1,8 +1,15 @@
 """Run a command with its counters on, and collect its counts at exit.
 
+perfex enables counters on itself, spawns the command (posix_spawn: a
+vfork, so the child does not pay for copying perfex's memory) and releases
+its own: the command inherits the counters at its fork, with zeroed counts
+(r10k_counters(5)), and is counted from its first instruction, over the very
+CPU time wait4(2) reports for it.  Without fork inheritance (a daemon
+without the process-events connector) or when perfex cannot count itself,
 perfex forks; the child blocks on a pipe until perfex has enabled counters
-on the child's pid, then execs the command, so not one instruction of the
-command goes uncounted (and none of perfex's).  Descendants inherit the
+on the child's pid, then execs the command (the Python child's own exit
+from perfex's memory is then counted too).  With -s the command is spawned
+uncounted and counting starts at SIGUSR1.  Descendants inherit the
 counters at fork and hwperfd folds their counts into their parent when the
 parent waits for them (r10k_counters(5)), so when the command exits its own
 file holds the whole tree's counts.  perfex waits with WNOWAIT, reads the
@@ -83,11 +90,25 @@ class _Counting:
         self.raw = [0] * SLOTS
         self.active = [0] * SLOTS
         self.enabled = 0
+        # What the command's file held when counting stopped: descendants
+        # keep counting (perfex(1) -s: "counting for descendants of the child
+        # will not be affected"), and what they fold in meanwhile is kept.
+        self._stopped_at: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
+
+    def inherited(self, generation: int) -> None:
+        """The command inherited counters at its fork (generation 0: it did
+        not, and counting starts now)."""
+        if not generation:
+            self.start()
+            return
+        self.generation = generation
+        self.counting = self.started = True
 
     def start(self) -> bool:
         if self.counting:
             self.notice("got SIGUSR1 but already counting: ignored")
             return False
+        self.keep_folded()  # enabling starts the command's counts afresh
         self.generation = self.counters.enable(self.plan.specs())
         self.counting = self.started = True
         return True
@@ -104,9 +125,23 @@ class _Counting:
             self.raw[slot] += usage.counts[slot]
             self.active[slot] += monitor.cm_active_ns[slot]
         self.enabled += monitor.cm_enabled_ns
+        self._stopped_at = (tuple(usage.counts), tuple(monitor.cm_active_ns), monitor.cm_enabled_ns)
         if release:
             self.counters.release()
         self.counting = False
+
+    def keep_folded(self) -> None:
+        """Add what descendants folded into the command since counting stopped."""
+        if self._stopped_at is None:
+            return
+        counts, active, enabled = self._stopped_at
+        self._stopped_at = None
+        usage = self.counters.read_usage()
+        monitor = usage.fields.pu_cpu_mon
+        for slot in range(SLOTS):
+            self.raw[slot] += max(0, usage.counts[slot] - counts[slot])
+            self.active[slot] += max(0, monitor.cm_active_ns[slot] - active[slot])
+        self.enabled += max(0, monitor.cm_enabled_ns - enabled)
 
 
 def run(
@@ -122,6 +157,10 @@ def run(
     forwarded = {signal.SIGTERM, signal.SIGHUP}
     waited = {signal.SIGCHLD} | control | forwarded
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    import hwperfd.perfex
+
+    # The command starts with the mask perfex started with (hold_start_signals).
+    child_mask = hwperfd.perfex.startup_mask if hwperfd.perfex.startup_mask is not None else old_mask
     # As time(1) does: a ^C or ^\ is for the command; perfex reports after it.
     # SIGCHLD must not be ignored (an inherited SIG_IGN would reap the command
     # behind perfex's back); the waited-for signals stay blocked, so their
@@ -130,7 +169,7 @@ def run(
     dispositions.update({sig: signal.SIG_DFL for sig in (signal.SIGCHLD, *control)})
     saved = {sig: signal.signal(sig, action) for sig, action in dispositions.items()}
     try:
-        return _run(argv, plan, mount, control, forwarded, waited, old_mask, notice)
+        return _run(argv, plan, mount, control, forwarded, waited, child_mask, notice)
     finally:
         for sig, action in saved.items():
             signal.signal(sig, action)
@@ -138,6 +177,97 @@ def run(
 
 
 def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Measurement:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    spawned = _spawn_inheriting(argv, plan, mount, old_mask, counted=not control)
+    if spawned is None:
+        return _run_forked(argv, plan, mount, control, forwarded, waited, old_mask, notice)
+    pid, generation = spawned
+    counters = None
+    status = None
+    try:
+        try:
+            counters = ProcessCounters(pid, mount=mount)
+            counting = _Counting(counters, plan, notice)
+            if not control:
+                counting.inherited(generation)
+        except OSError as exc:
+            raise PerfexError(f"cannot count pid {pid}: {_why(exc)}") from None
+        summary, comm = _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice)
+    finally:
+        if counters is not None:
+            counters.close()
+        status = _reap(pid)
+    return _measurement(pid, status, counting, summary, comm)
+
+
+def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, int] | None:
+    """Spawn the command counted from birth (its pid and generation), or None
+    where perfex must fall back to forking and enabling the child."""
+    generation = 0
+    if counted:
+        try:
+            with ProcessCounters(mount=mount) as own:
+                try:
+                    generation = own.enable(plan.specs())
+                except OSError as exc:
+                    if exc.errno == errno.EBUSY and _system_mode(own):
+                        raise PerfexError(f"cannot count pid {os.getpid()}: {_why(exc)}") from None
+                    return None  # perfex itself counts already (nested perfex): fork instead
+        except OSError:
+            return None
+    # No file of the mount may be open across the spawn: the child's exec
+    # would close it, and wait in FUSE's flush while holding the exec lock
+    # that reading its /proc/<pid>/stat - which hwperfd does - needs.
+    try:
+        pid = _spawn(argv, old_mask)
+    finally:
+        if counted:
+            # Served after hwperfd has applied the fork: the child keeps its copy.
+            with ProcessCounters(mount=mount) as own:
+                own.release()
+    if counted and not _inherited(pid, mount, generation):
+        # No fork inheritance here: count from now on.
+        return pid, 0
+    return pid, generation
+
+
+def _system_mode(own: ProcessCounters) -> bool:
+    try:
+        own.control()
+    except OSError:
+        return True  # not counting itself: the EBUSY was system mode's
+    return False
+
+
+def _inherited(pid: int, mount: Path, generation: int) -> bool:
+    try:
+        with ProcessCounters(pid, mount=mount) as child:
+            return child.control()[0] == generation
+    except OSError:
+        return False
+
+
+def _spawn(argv: list[str], old_mask) -> int:
+    """posix_spawnp with the signals as the command should have them."""
+    try:
+        return os.posix_spawnp(
+            argv[0], argv, os.environ, setsigmask=old_mask, setsigdef=(signal.SIGINT, signal.SIGQUIT)
+        )
+    except OSError as exc:
+        code = exc.errno or errno.ENOEXEC
+        status = EXIT_NOT_FOUND if code == errno.ENOENT else EXIT_CANNOT_RUN
+        raise PerfexError(f"cannot run {argv[0]}: {os.strerror(code)}", status) from None
+
+
+def _reap(pid: int) -> int | None:
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return None
+
+
+def _run_forked(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Measurement:
     go_read, go_write = os.pipe()  # both ends close on exec
     err_read, err_write = os.pipe()
     sys.stdout.flush()
@@ -166,7 +296,19 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
             code = int(failed)
             status = EXIT_NOT_FOUND if code == errno.ENOENT else EXIT_CANNOT_RUN
             raise PerfexError(f"cannot run {argv[0]}: {os.strerror(code)}", status)
+        summary, comm = _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice)
+    finally:
+        if counters is not None:
+            counters.close()
+        os.close(err_read)
+        status = _reap(pid)
+    return _measurement(pid, status, counting, summary, comm)
 
+
+def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice) -> tuple[str, str]:
+    """Serve signals until the command exits; read its zombie's counts:
+    (its text view, its name)."""
+    try:
         while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
             info = signal.sigwaitinfo(waited)
             if info.si_signo == signal.SIGUSR1:
@@ -190,18 +332,14 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
         # The command is a zombie: its file still answers.
         if counting.counting:
             counting.stop(release=False)
-        summary = counters.summary()
-        comm = _comm(pid) or _command_name(argv)
+        else:
+            counting.keep_folded()
+        return counters.summary(), _comm(pid) or _command_name(argv)
     except OSError as exc:
         raise PerfexError(f"reading the counters of pid {pid} failed: {exc.strerror or exc}") from None
-    finally:
-        if counters is not None:
-            counters.close()
-        os.close(err_read)
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            status = None
+
+
+def _measurement(pid: int, status: int | None, counting: _Counting, summary: str, comm: str) -> Measurement:
     code = os.waitstatus_to_exitcode(status) if status is not None else EXIT_PERFEX
     return Measurement(
         pid=pid,

@@ -181,7 +181,11 @@ class ProcFs(pyfuse3.Operations):
             entry.st_nlink = 2
             stamp = self._started
         elif inode == CONTROL_INODE:
-            entry.st_mode = stat.S_IFREG | 0o600
+            # 0644: r10k_counters(5) lets anyone read the system counters
+            # (HWPERF_GET_SYSCNTRS, _GET_CPUCNTRS, _GET_SYSEVCTRL) and only root
+            # change them; ioctls that change state check root themselves,
+            # and text commands need the write permission only root has.
+            entry.st_mode = stat.S_IFREG | 0o644
             stamp = self._started
         elif inode == PCTR_INODE:
             entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr

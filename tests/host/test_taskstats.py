@@ -503,3 +503,40 @@ def test_overrun_is_reported() -> None:
                 )
 
     trio.run(main)
+
+
+def test_adjusted_split_follows_cputime_adjust() -> None:
+    from hwperfd.host.taskstats import adjusted_split
+
+    assert adjusted_split(0, 0, 900_000) == (900_000, 0)  # no tick yet: all user
+    assert adjusted_split(4_000_000, 0, 1_500_000) == (1_500_000, 0)
+    assert adjusted_split(0, 4_000_000, 1_500_000) == (0, 1_500_000)  # one system tick: all system
+    assert adjusted_split(3, 1, 8_000_000) == (6_000_000, 2_000_000)
+
+
+@live
+def test_short_child_run_time_is_exact_before_its_exit_path() -> None:
+    """sum_exec_runtime of a child that exits within a tick is stale (often
+    0); elapsed minus run-queue delay of a child that never slept is not:
+    ran_ns of true(1) is within the exit path's 45-100 us of what wait4
+    reports (the exit path of a large process, such as a forked Python,
+    costs ms)."""
+
+    async def main() -> list[tuple[TaskExit, float]]:
+        out = []
+        with trio.fail_after(20):
+            async with ExitAccounting() as acct:
+                for _ in range(10):
+                    child = os.posix_spawn("/bin/true", ["true"], os.environ)
+                    _, _status, rusage = os.wait4(child, 0)
+                    [rec] = [r for r in acct.drain_nowait() if isinstance(r, TaskExit) and r.pid == child]
+                    out.append((rec, rusage.ru_utime + rusage.ru_stime))
+        return out
+
+    results = trio.run(main)
+    for rec, total in results:
+        assert rec.ran_ns > 0
+        assert rec.ran_ns / 1e9 <= total + 0.000_002
+    # most of them are within the exit path's cost (a preempted child may sleep)
+    close = [abs(total - rec.ran_ns / 1e9) <= 0.000_3 + 0.05 * total for rec, total in results]
+    assert sum(close) >= 7, [(r.ran_ns, t) for r, t in results]

@@ -12,11 +12,13 @@ import json
 import os
 import signal
 import stat
+import subprocess
+import sys
 
 import pytest
 
 from hwperfd.perfex import costs
-from tests.conftest import NOBODY
+from tests.conftest import NOBODY, ROOT
 from tests.perfex.conftest import CYCLES_PER_MS, blocks, counts_of, drive, run_perfex, run_waiting
 
 MS = CYCLES_PER_MS
@@ -469,3 +471,51 @@ def test_perfex_runs_unprivileged(manual_mount, programs, nobody_python, shared_
 
 def test_programs_are_reachable_for_nobody(programs):
     assert os.stat(programs.waiter).st_mode & stat.S_IXOTH
+
+
+def _usr1_blocked(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            mask = next(line for line in f if line.startswith("SigBlk:")).split()[1]
+    except (OSError, StopIteration):
+        return False
+    return bool(int(mask, 16) & (1 << (signal.SIGUSR1 - 1)))
+
+
+@pytest.mark.parametrize("args", [["-s"], []])
+def test_a_sigusr1_as_perfex_starts_does_not_kill_it(manual_mount, args):
+    """perfex(1) -s: SIGUSR1 starts counting.  One sent while perfex is still
+    starting (importing) is held, not fatal: with -s it starts the counting
+    once the command runs, without -s it does nothing."""
+    from tests.waiting import wait_for
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hwperfd.perfex", *args, "-e", "0", "sleep", "0.3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=manual_mount.env(), cwd=ROOT,
+    )  # fmt: skip
+    assert wait_for(lambda: _usr1_blocked(proc.pid), timeout=10)
+    os.kill(proc.pid, signal.SIGUSR1)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert ("SIGUSR1: counting started" in err) == bool(args), err
+    assert "Cycles" in err
+
+
+def test_s_descendants_keep_counting_and_their_counts_are_kept(perfex, programs):
+    """perfex(1) -s: "counting for descendants of the child will not be
+    affected": a child forked while counting counts on after SIGUSR2, and
+    its counts reach the report when the command reaps it."""
+    from tests.waiting import wait_for
+
+    run = perfex("-s", "-e", "25", "sh", "-c", f"sleep 1; {programs.waiter}; {SETTLE}")
+    assert wait_for(lambda: _children(run.proc.pid), timeout=10)  # the shell runs
+    os.kill(run.proc.pid, signal.SIGUSR1)
+    run.wait_for_line("counting started")
+    (child,) = run.announced()  # forked by the counting shell: inherits
+    os.kill(run.proc.pid, signal.SIGUSR2)
+    run.wait_for_line("counting stopped")
+    run.advance(child, "10ms")
+    run.release(child)
+    code, _, report = run.finish()
+    assert code == 0
+    assert counts_of(report) == {0: 10 * MS, 25: 10 * MS // 100}

@@ -110,3 +110,29 @@ def test_options_stop_at_the_command():
     assert opts.command == ["cmd", "-e", "9", "--json"]
     assert parse_args(["-e26", "--", "-weird"]).command == ["-weird"]
     assert parse_args(["--repeat=3", "--event=cycles", "c"]).repeat == 3
+
+
+# perfex(1)'s event table, as the page prints it.
+PAGE_NAMES = [
+    "Cycles", "Issued instructions", "Issued loads", "Issued stores", "Issued store conditionals",
+    "Failed store conditionals", "Decoded branches", "Quadwords written back from scache",
+    "Correctable scache data array ECC errors", "Primary instruction cache misses",
+    "Secondary instruction cache misses", "Instruction misprediction from scache way prediction table",
+    "External interventions", "External invalidations", "Virtual coherency conditions",
+    "Graduated instructions", "Cycles", "Graduated instructions", "Graduated loads", "Graduated stores",
+    "Graduated store conditionals", "Graduated floating point instructions",
+    "Quadwords written back from primary data cache", "TLB misses", "Mispredicted branches",
+    "Primary data cache misses", "Secondary data cache misses",
+    "Data misprediction from scache way prediction table", "External intervention hits in scache",
+    "External invalidation hits in scache", "Store/prefetch exclusive to clean block in scache",
+    "Store/prefetch exclusive to shared block in scache",
+]  # fmt: skip
+
+
+def test_every_event_name_perfex_1_prints_is_accepted_by_e():
+    from hwperfd.perfex.plan import parse_event
+
+    twins = {16: 0, 17: 15}  # the page names both counters' cycles and graduated instructions alike
+    for number, name in enumerate(PAGE_NAMES):
+        assert parse_event(name, "r10000") == twins.get(number, number), name
+        assert parse_event(name.upper().replace(" ", "_"), "r10000") == twins.get(number, number)

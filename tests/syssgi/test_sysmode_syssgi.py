@@ -156,18 +156,62 @@ def test_profiling_commands_are_not_supported(control):
     assert errno_of(fcntl.ioctl, control.fd, structs.HWIOC_PROFENABLE, args) == errno.ENOTSUP
 
 
-def test_control_node_ioctls_are_for_root_only(manual_mount, nobody_python):
-    """Non-root callers are stopped at open(2) with EACCES: the node is 0600
-    root, so HWPERF_SET_SYSEVCTRL's EPERM is never reached (the C syssgi()
-    reports that EACCES as EPERM, see test_syssgi_library)."""
+def test_non_root_reads_system_counters_and_changes_nothing(control, manual_mount, nobody_python):
+    """The control node is 0644: a non-root user opens it read-only, reads
+    with GET_SYSCNTRS, GET_CPUCNTRS and GET_SYSEVCTRL, and gets EPERM from
+    ENSYSCNTRS, SET_SYSEVCTRL and RELSYSCNTRS; text commands need write
+    permission (EACCES)."""
+    gen = control.enable_system({0: spec(0, K)})
+    manual_mount.control("advance-cpu 1 0 10ms")
     code = (
-        "import errno\n"
-        "from hwperfd.client import Control\n"
-        "try:\n    Control()\n"
-        "except OSError as e:\n    print(errno.errorcode[e.errno])\n"
+        "import errno, os\n"
+        "from hwperfd.client import Control, spec\n"
+        "c = Control()\n"
+        "print(c.read_system()[0], c.read_system()[1][0], c.read_cpu(1)[1][0], c.system_control()[1][0])\n"
+        "for name, call in [('en', lambda: c.enable_system({0: spec(0, 2)})),\n"
+        "                   ('set', lambda: c.set_system_control({0: spec(0, 2), 1: spec(1, 2)})),\n"
+        "                   ('rel', c.release_system), ('cmd', lambda: c.command('advance-cpu 0 0 1s'))]:\n"
+        "    try:\n        call(); print(name, 'ok')\n"
+        "    except OSError as e:\n        print(name, errno.errorcode[e.errno])\n"
+        "try:\n    open(os.environ['HWPERFD_MOUNT'] + '/control', 'w')\n"
+        "except OSError as e:\n    print('write', errno.errorcode[e.errno])\n"
     )
     result = run_as_nobody(nobody_python, "-c", code, mount=manual_mount)
-    assert result.stdout.strip() == "EACCES", result.stderr
+    kernel = 9 * CYCLES_PER_MS
+    assert result.stdout.split("\n")[:-1] == [
+        f"{gen} {kernel} {kernel} {spec(0, K)}",
+        "en EPERM",
+        "set EPERM",
+        "rel EPERM",
+        "cmd EBADF",
+        "write EACCES",
+    ], result.stderr
+    assert control.read_system() == (gen, counts(c0=kernel))
+    assert control.system_control() == (gen, (spec(0, K),) + (0,) * 31)
+
+
+def test_ensyscntrs_sends_overflow_signals_to_its_caller(control, manual_mount):
+    """HWPERF_ENSYSCNTRS takes hwp_ovflw_sig as PIOCENEVCTRS does: the
+    program that acquired system mode gets one signal per overflow."""
+    import signal as _signal
+
+    from tests.waiting import wait_for
+
+    got = []
+    old = _signal.signal(_signal.SIGUSR2, lambda *_: got.append(1))
+    try:
+        # cycles in kernel mode, overflow every 1 ms of kernel time (200 000 cycles)
+        control.enable_system({0: spec(0, K)}, thresholds={0: CYCLES_PER_MS}, signal=_signal.SIGUSR2)
+        manual_mount.control("advance-cpu 0 0 10ms")  # 9 ms in K: 9 overflows
+        wait_for(lambda: len(got) >= 9, timeout=5)
+        manual_mount.control("advance-cpu 1 0 5ms")  # 4.5 ms more: 4 more (and half of one)
+        wait_for(lambda: len(got) >= 13, timeout=5)
+        import time
+
+        time.sleep(0.1)
+        assert len(got) == 13
+    finally:
+        _signal.signal(_signal.SIGUSR2, old)
 
 
 def test_system_generation_keeps_rising_across_acquisitions(control):
