@@ -194,9 +194,11 @@ class Daemon:
                 elif isinstance(event, procevents.ExecEvent) and event.pid == event.tgid:
                     self._note_comm(event.pid)
             for record in exits:
+                self.fs.listing.exited(record.pid)
                 self._exited(record.pid, record.ppid, record.comm)
             for event in events:
                 if isinstance(event, procevents.ExitEvent) and event.pid == event.tgid:
+                    self.fs.listing.exited(event.pid)
                     self._exited(event.pid, event.parent_tgid, "")
         for pid in self.kernel.exited():
             if not os.path.exists(f"/proc/{pid}"):

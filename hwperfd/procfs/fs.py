@@ -26,6 +26,7 @@ from hwperfd.ioctl.errno_map import to_oserror
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
 from hwperfd.procfs import commands
+from hwperfd.procfs.listing import Listing, may_open
 from hwperfd.procfs.summary import control_summary, process_summary
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,9 @@ class ProcFs(pyfuse3.Operations):
         self._pages: dict[int, bytes] = {}  # fh -> text being read
         self._next_fh = 1
         self._started = time.time_ns()
+        self.listing = Listing(
+            lambda pid: pyfuse3.invalidate_entry_async(pyfuse3.ROOT_INODE, pid_name(pid), ignore_enoent=True)
+        )
 
     # -- names and attributes -------------------------------------------------
 
@@ -119,12 +123,12 @@ class ProcFs(pyfuse3.Operations):
             entry.st_mode = stat.S_IFREG | 0o600
             stamp = self._started
         else:
-            info = processes.read_process(inode - _PID_BASE)
-            if info is None:
+            owner = processes.read_owner(inode - _PID_BASE)
+            if owner is None:
                 raise pyfuse3.FUSEError(errno.ENOENT)
             # IRIX /proc: owned by the process's real user, mode 0600.
             entry.st_mode = stat.S_IFREG | 0o600
-            entry.st_uid, entry.st_gid = info.uid, info.gid
+            entry.st_uid, entry.st_gid = owner
             stamp = self._started
         entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = stamp
         return entry
@@ -139,13 +143,12 @@ class ProcFs(pyfuse3.Operations):
         if start_id < 1:
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
                 return
-        for pid in processes.list_pids():
-            if pid + 2 <= start_id:
-                continue
-            try:
-                attrs = self._attrs(pid + _PID_BASE)
-            except pyfuse3.FUSEError:
-                continue  # exited meanwhile
+        # One listing of /proc and its owners serve every page (listing.py);
+        # the kernel may keep each entry for what is left of that lifetime.
+        attrs = self._attrs(CONTROL_INODE)  # a process file's type, mode and times; reused per entry
+        for pid, uid, gid, timeout in self.listing.entries(start_id - 2, fresh=start_id == 0):
+            attrs.st_ino, attrs.st_uid, attrs.st_gid = pid + _PID_BASE, uid, gid
+            attrs.entry_timeout = attrs.attr_timeout = timeout
             if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 2):
                 return
 
@@ -164,8 +167,12 @@ class ProcFs(pyfuse3.Operations):
         # Ownership and mode are enforced by the kernel (default_permissions).
         if inode == pyfuse3.ROOT_INODE:
             raise pyfuse3.FUSEError(errno.EISDIR)
-        if inode != CONTROL_INODE and processes.read_process(inode - _PID_BASE) is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+        if inode != CONTROL_INODE:
+            owner = processes.read_owner(inode - _PID_BASE)
+            if owner is None:
+                raise pyfuse3.FUSEError(errno.ENOENT)
+            if not may_open(owner[0], ctx.uid):  # the kernel's check may have used a listed owner
+                raise pyfuse3.FUSEError(errno.EACCES)
         fh = self._next_fh
         self._next_fh += 1
         self._handles[fh] = inode
