@@ -144,7 +144,7 @@ class ProcFs(pyfuse3.Operations):
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
                 return
         # One listing of /proc and its owners serve every page (listing.py);
-        # the kernel may keep each entry for what is left of that lifetime.
+        # the kernel may keep each entry for one lifetime.
         attrs = self._attrs(CONTROL_INODE)  # a process file's type, mode and times; reused per entry
         for pid, uid, gid, timeout in self.listing.entries(start_id - 2, fresh=start_id == 0):
             attrs.st_ino, attrs.st_uid, attrs.st_gid = pid + _PID_BASE, uid, gid

@@ -10,10 +10,10 @@ user notices, the same as the attribute timeout the kernel already had.
 
 What may be stale, and why it is safe:
 
-- A listed entry's owner is at most ``LIFETIME_NS`` old when the kernel
-  drops it: the entry and attribute timeouts sent with it are what is left of
-  that lifetime.  So ``ls -l`` is answered from the kernel's cache instead of
-  one FUSE look-up per process.
+- A listed entry is sent with entry and attribute timeouts of one lifetime,
+  so ``ls -l`` is answered from the kernel's cache instead of one FUSE
+  look-up per process; the owner the kernel holds is thus at most two
+  lifetimes old.
 - With ``default_permissions`` the kernel checks an open against the owner it
   holds, which may be that old; so ``ProcFs.open`` checks the owner afresh
   (``may_open``): a pid reused by another user, or a process whose real user
@@ -72,9 +72,8 @@ class Listing:
                     owners.pop(pid, None)
                     continue  # exited meanwhile
                 cached = owners[pid] = (owner[0], owner[1], now)
-            until = cached[2] + lifetime
-            shown[pid] = until
-            yield pid, cached[0], cached[1], (until - now) / 1e9
+            shown[pid] = now + lifetime
+            yield pid, cached[0], cached[1], lifetime / 1e9
 
     def exited(self, pid: int) -> None:
         """``pid`` has exited: forget its owner, and have the kernel drop the
