@@ -601,6 +601,8 @@ def main(argv=None) -> int:
         if not args.no_listing:
             lst = listing(args, tmp)
         if not args.no_startup:
+            if lst is not None:
+                time.sleep(5)  # the listing's idle processes have just exited all at once
             up = startup(args, tmp)
     finally:
         for child in tmp.iterdir():
