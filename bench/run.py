@@ -377,10 +377,123 @@ def idle_load(args, tmp: Path, clock: str) -> IdleResult:
         stop_server(daemon)
 
 
+# -- part 3: listing -------------------------------------------------------------
+
+
+@dataclass
+class ListingResult:
+    procs: int
+    rounds: int
+    times: dict[str, list[float]] = field(default_factory=dict)  # command -> ms per round
+
+    def figure(self, name: str) -> float:
+        return med(self.times[name])
+
+
+LISTING_TARGETS = {"ls": 3.0, "ls -l": 5.0}
+
+
+def timed_run(argv: list[str], env: dict[str, str] | None = None) -> float:
+    """Wall time of one run of ``argv`` in ms (its output discarded; a process
+    that exits while ``ls -l`` lists it makes ls complain, which is fine)."""
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+    return (time.perf_counter() - t0) * 1000
+
+
+def listing(args, tmp: Path) -> ListingResult:
+    """``ls`` and ``ls -l`` of the mount against the same of /proc, with
+    LIST_PROCS extra processes blocked on a pipe, interleaved per round."""
+    daemon = start_hwperfd(tmp, "real", args.cpus, tag="-listing")
+    write_end, pids = -1, []
+    result = ListingResult(args.list_procs, args.list_rounds)
+    try:
+        write_end, pids = fork_idle(args.list_procs)
+        log(f"\n== listing: {args.list_procs} extra idle processes, {args.list_rounds} rounds ==")
+        for flags in ([], ["-l"]):
+            name = " ".join(["ls", *flags])
+            timed_run(["ls", *flags, str(daemon.mount)])  # the first listing reads every owner
+            timed_run(["ls", *flags, "/proc"])
+            for r in range(args.list_rounds):
+                pair = [(f"{name} <mount>", daemon.mount), (f"{name} /proc", Path("/proc"))]
+                for label, path in pair if r % 2 == 0 else pair[::-1]:
+                    result.times.setdefault(label, []).append(timed_run(["ls", *flags, str(path)]))
+            # A listing after the owners' lifetime has lapsed reads them all again.
+            time.sleep(1.1)
+            result.times.setdefault(f"{name} <mount>, cold", []).append(timed_run(["ls", *flags, str(daemon.mount)]))
+            mine, proc = result.figure(f"{name} <mount>"), result.figure(f"{name} /proc")
+            log(f"  {name:6s} mount {mine:7.1f} ms  /proc {proc:6.1f} ms  {mine / proc:5.2f}x "
+                f"(target {LISTING_TARGETS[name]:g}x: {'PASS' if mine / proc <= LISTING_TARGETS[name] else 'MISS'}); "
+                f"cold {result.figure(f'{name} <mount>, cold'):7.1f} ms")
+        if daemon.process.poll() is not None:
+            raise RuntimeError(f"hwperfd died:\n{daemon.log.read_text()}")
+        return result
+    finally:
+        if write_end >= 0:
+            os.close(write_end)
+        kill_idle(pids)
+        stop_server(daemon)
+
+
+# -- part 4: perfex start-up -----------------------------------------------------
+
+
+@dataclass
+class StartupResult:
+    baseline: str
+    times: dict[str, list[float]] = field(default_factory=dict)
+
+    def figure(self, name: str) -> float:
+        return med(self.times[name])
+
+
+STARTUP_TARGET = 6.0
+
+
+def startup(args, tmp: Path) -> StartupResult:
+    """Wall time of ``perfex -e 0 true`` (as installed: the interpreter with
+    its site start-up, then hwperfd.perfex) against ``perf stat -e
+    task-clock true``, or a compiled fork/exec/wait of ``true`` where perf
+    cannot count; and the interpreter alone for reference."""
+    daemon = start_hwperfd(tmp, "manual", args.cpus, tag="-startup")
+    try:
+        env = {**os.environ, "HWPERFD_MOUNT": str(daemon.mount), "PYTHONPATH": str(ROOT)}
+        perf = shutil.which("perf")
+        if perf and subprocess.run([perf, "stat", "-e", "task-clock", "true"], capture_output=True).returncode == 0:
+            baseline, base_argv = "perf stat -e task-clock true", [perf, "stat", "-e", "task-clock", "true"]
+        else:
+            exe = tmp / "forkexec"
+            subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", exe, BENCH / "forkexec.c"], check=True)
+            baseline, base_argv = "C fork/exec/wait of true", [str(exe)]
+        runs = {
+            "perfex -e 0 true": [sys.executable, "-m", "hwperfd.perfex", "-e", "0", "true"],
+            baseline: base_argv,
+            "python3 -c pass": [sys.executable, "-c", "pass"],
+        }
+        check = subprocess.run(runs["perfex -e 0 true"], env=env, capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"perfex failed:\n{check.stdout}{check.stderr}")
+        result = StartupResult(baseline)
+        log(f"\n== perfex start-up: {args.startup_runs} interleaved runs each ==")
+        for name, argv in runs.items():
+            timed_run(argv, env)  # warm the page cache
+        for _ in range(args.startup_runs):
+            for name, argv in runs.items():
+                result.times.setdefault(name, []).append(timed_run(argv, env))
+        ratio = result.figure("perfex -e 0 true") / result.figure(baseline)
+        log(f"  perfex -e 0 true {result.figure('perfex -e 0 true'):6.1f} ms, {baseline} "
+            f"{result.figure(baseline):6.1f} ms: {ratio:5.2f}x (target {STARTUP_TARGET:g}x: "
+            f"{'PASS' if ratio <= STARTUP_TARGET else 'MISS'}); python3 -c pass {result.figure('python3 -c pass'):6.1f} ms")
+        return result
+    finally:
+        stop_server(daemon)
+
+
 # -- main ----------------------------------------------------------------------
 
 
-def summary(args, lat: list[Latency], idle: list[IdleResult]) -> str:
+def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult | None = None,
+            up: StartupResult | None = None) -> str:
     lines = [
         f"hwperfd benchmark (python3 bench/run.py): {os.cpu_count()} CPUs, {platform.machine()}, "
         f"Linux {platform.release()}, Python {platform.python_version()}",
@@ -407,6 +520,20 @@ def summary(args, lat: list[Latency], idle: list[IdleResult]) -> str:
         lines.append(f"idle load, {r.clock} clock: {r.procs} idle processes with counters enabled: "
                      f"daemon CPU {r.cpu:.2f}% of one core, RSS {r.rss / 1024:.1f} MiB "
                      f"(nothing enabled: {r.base_cpu:.2f}%, {r.base_rss / 1024:.1f} MiB)")
+    if lst is not None:
+        for name, target in LISTING_TARGETS.items():
+            mine, proc = lst.figure(f"{name} <mount>"), lst.figure(f"{name} /proc")
+            lines.append(f"listing, {lst.procs} extra processes, median of {lst.rounds}: {name} of the mount "
+                         f"{mine:.1f} ms, of /proc {proc:.1f} ms: {mine / proc:.2f}x "
+                         f"({'PASS' if mine / proc <= target else 'MISS'} <= {target:g}x); "
+                         f"once the owners' lifetime has lapsed {lst.figure(f'{name} <mount>, cold'):.1f} ms")
+    if up is not None:
+        mine, base = up.figure("perfex -e 0 true"), up.figure(up.baseline)
+        lines.append(f"perfex start-up, median of {len(up.times[up.baseline])}: perfex -e 0 true {mine:.1f} ms, "
+                     f"{up.baseline} {base:.1f} ms: {mine / base:.2f}x "
+                     f"({'PASS' if mine / base <= STARTUP_TARGET else 'MISS'} <= {STARTUP_TARGET:g}x); "
+                     f"the interpreter alone (python3 -c pass) {up.figure('python3 -c pass'):.1f} ms")
+    lines.append(f"load average at the end: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     return "\n".join(lines)
 
 
@@ -426,8 +553,14 @@ def parse_args(argv=None):
     p.add_argument("--procs", type=int, default=200, help="idle processes with counters enabled (default 200)")
     p.add_argument("--idle-seconds", type=float, default=10, help="wall time of each CPU measurement (default 10)")
     p.add_argument("--idle-clocks", default="real", help="daemon clocks for the idle part (default real)")
+    p.add_argument("--list-procs", type=int, default=10000,
+                   help="extra idle processes while timing ls of the mount (default 10000)")
+    p.add_argument("--list-rounds", type=int, default=9, help="interleaved ls runs per command (default 9)")
+    p.add_argument("--startup-runs", type=int, default=30, help="interleaved perfex start-up runs (default 30)")
     p.add_argument("--no-latency", action="store_true", help="skip part 1")
     p.add_argument("--no-idle", action="store_true", help="skip part 2")
+    p.add_argument("--no-listing", action="store_true", help="skip part 3")
+    p.add_argument("--no-startup", action="store_true", help="skip part 4")
     args = p.parse_args(argv)
     args.placements = list(PLACEMENTS) if args.placement == "all" else args.placement.split(",")
     args.clocks = [c for c in args.clocks.split(",") if c]
@@ -456,6 +589,8 @@ def main(argv=None) -> int:
     os.chmod(tmp, 0o755)
     lat: list[Latency] = []
     idle: list[IdleResult] = []
+    lst: ListingResult | None = None
+    up: StartupResult | None = None
     try:
         if not args.no_latency:
             server_bin, client_bin = build(tmp)
@@ -463,12 +598,18 @@ def main(argv=None) -> int:
         if not args.no_idle:
             for clock in args.idle_clocks:
                 idle.append(idle_load(args, tmp, clock))
+        if not args.no_listing:
+            lst = listing(args, tmp)
+        if not args.no_startup:
+            if lst is not None:
+                time.sleep(5)  # the listing's idle processes have just exited all at once
+            up = startup(args, tmp)
     finally:
         for child in tmp.iterdir():
             if child.is_dir() and is_mounted(child):  # belt and braces
                 subprocess.run(["fusermount3", "-u", "-z", str(child)], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
-    log("\n----- summary (for the README) -----\n" + summary(args, lat, idle) + "\n------------------------------------")
+    log("\n----- summary (for the README) -----\n" + summary(args, lat, idle, lst, up) + "\n------------------------------------")
     gate = [res for res in lat if res.placement == args.gate]
     return 0 if all(verdict(res.ratio(s)) == "PASS" for res in gate for s in res.others if s.gated) else 1
 

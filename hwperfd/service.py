@@ -213,8 +213,10 @@ class Daemon:
             if batch:
                 armed = self.fs.faults.pids()
                 for item in batch:
-                    if isinstance(item, Exited) and item.pid in armed:
-                        self.fs.faults.forget(item.pid)  # a later process may get the pid
+                    if isinstance(item, Exited):
+                        self.fs.listing.exited(item.pid)
+                        if item.pid in armed:
+                            self.fs.faults.forget(item.pid)  # a later process may get the pid
                 zombies = self.lifecycle.zombies()
                 changed = self.lifecycle.apply(batch)
                 if self.lifecycle.zombies() > zombies and self._exits_seen is not None:

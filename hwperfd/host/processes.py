@@ -29,11 +29,13 @@ __all__ = [
     "clamp_cpu_times",
     "ensure_proc",
     "exists",
+    "identity_key",
     "list_pids",
     "cpu_times_from_ticks",
     "read_cpu_ticks",
     "read_cpu_total",
     "read_cpu_times",
+    "read_owner",
     "read_process",
     "read_system_cpu_times",
     "read_usage",
@@ -330,6 +332,29 @@ def read_process(pid: int) -> ProcessInfo | None:
         return None
     finally:
         os.close(dfd)
+
+
+def identity_key(pid: int) -> tuple[int, int, int] | None:
+    """(inode, uid, gid) of the /proc/<pid> directory, or None if gone: one
+    stat(2).  The inode is new for each process that takes the pid, and the
+    owner is its effective user and group (root while it is not dumpable),
+    so an unchanged key says: same process, same effective ids."""
+    try:
+        st = os.stat(f"{PROC}/{pid}")
+    except OSError:
+        return None
+    return st.st_ino, st.st_uid, st.st_gid
+
+
+def read_owner(pid: int) -> tuple[int, int] | None:
+    """(real uid, real gid) of ``pid``, or None if it is gone: the status
+    file alone, a third of read_process's cost (a directory listing asks
+    this of every process)."""
+    try:
+        ids = _status_fields(_read(f"{PROC}/{pid}/status"), b"Uid", b"Gid")
+        return int(ids[b"Uid"][0]), int(ids[b"Gid"][0])
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
 
 
 # --------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.pctr.device import PctrDevice
 from hwperfd.procfs import commands, pinfo
 from hwperfd.procfs.boundary import guarded
+from hwperfd.procfs.listing import Listing
 from hwperfd.procfs.summary import control_summary, process_summary
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,9 @@ class ProcFs(pyfuse3.Operations):
         self._next_fh = 1
         self._started = time.time_ns()
         self._pinfo = pinfo.PinfoFiles(kernel, self._started)
+        self.listing = Listing(
+            lambda pid: pyfuse3.invalidate_entry_async(pyfuse3.ROOT_INODE, pid_name(pid), ignore_enoent=True)
+        )
 
     # -- names and attributes -------------------------------------------------
 
@@ -191,12 +195,12 @@ class ProcFs(pyfuse3.Operations):
             entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr
             stamp = self._started
         else:
-            info = processes.read_process(inode - _PID_BASE)
-            if info is None:
+            owner = processes.read_owner(inode - _PID_BASE)
+            if owner is None:
                 raise pyfuse3.FUSEError(errno.ENOENT)
             # IRIX /proc: owned by the process's real user, mode 0600.
             entry.st_mode = stat.S_IFREG | 0o600
-            entry.st_uid, entry.st_gid = info.uid, info.gid
+            entry.st_uid, entry.st_gid = owner
             stamp = self._started
         entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = stamp
         return entry
@@ -219,13 +223,13 @@ class ProcFs(pyfuse3.Operations):
         if start_id < 3:
             if not pyfuse3.readdir_reply(token, PCTR_NAME, self._attrs(PCTR_INODE), 3):
                 return
-        for pid in processes.list_pids():
-            if pid + 3 <= start_id:
-                continue
-            try:
-                attrs = self._attrs(pid + _PID_BASE)
-            except pyfuse3.FUSEError:
-                continue  # exited meanwhile
+        # One listing of /proc and its owners serve every page (listing.py);
+        # the kernel may keep each entry for one lifetime.
+        attrs = self._attrs(PCTR_INODE)  # a process file's type and times; reused per entry
+        attrs.st_mode = stat.S_IFREG | 0o600  # IRIX /proc: mode 0600 to the real user
+        for pid, uid, gid, timeout in self.listing.entries(start_id - 3, fresh=start_id == 0):
+            attrs.st_ino, attrs.st_uid, attrs.st_gid = pid + _PID_BASE, uid, gid
+            attrs.entry_timeout = attrs.attr_timeout = timeout
             if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 3):
                 return
 
@@ -250,6 +254,7 @@ class ProcFs(pyfuse3.Operations):
         elif inode in (CONTROL_INODE, PCTR_INODE):
             handle = Handle(inode)
         else:
+            # Fresh facts, whatever owner a listing let the kernel check against.
             handle = self._open_process(inode, ctx)
         fh = self._next_fh
         self._next_fh += 1
