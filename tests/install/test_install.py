@@ -80,7 +80,10 @@ def test_pkg_config_names_the_prefix(prefix):
     env = pkg_env(prefix)
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "hwperfd"], env=env, capture_output=True, text=True)
     assert flags.returncode == 0, flags.stderr
-    assert flags.stdout.split() == [f"-I{prefix}/include/hwperfd", f"-L{prefix}/lib", "-lperfex", "-lhwperf"]
+    assert flags.stdout.split() == [
+        f"-I{prefix}/include/hwperfd", f"-L{prefix}/lib",
+        "-Wl,--push-state,--no-as-needed", "-lperfex", "-lhwperf", "-Wl,--pop-state",
+    ]  # fmt: skip
     version = subprocess.run(["pkg-config", "--modversion", "hwperfd"], env=env, capture_output=True, text=True)
     assert version.stdout.strip() == "0.1.0"
 
@@ -91,10 +94,10 @@ def test_irix_program_built_elsewhere_with_pkg_config_counts_on_the_mount(prefix
     build(prefix, elsewhere, "cc $(pkg-config --cflags --libs hwperfd) -o r10k_counters r10k_counters.c")
     proc = subprocess.Popen(
         [str(elsewhere / "r10k_counters"), "-w"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env=manual_mount.env(), cwd=elsewhere,
+        stderr=subprocess.PIPE, text=True, env=manual_mount.env(LD_LIBRARY_PATH=str(prefix / "lib")), cwd=elsewhere,
     )  # fmt: skip
     try:
-        assert proc.stdout.readline() == "counting\n"
+        assert proc.stdout.readline() == "counting\n", proc.stderr.read()
         manual_mount.control(f"advance {proc.pid} 10ms")
         out, err = proc.communicate("go\n", timeout=30)
     finally:
