@@ -6,6 +6,7 @@ that ``hwperfd --help`` and set-up errors need neither FUSE nor root.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import os
@@ -87,7 +88,9 @@ class Daemon:
             if isinstance(self.clock, RealClock):
                 nursery.start_soon(self._tick)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                log.info("mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name)
+                log.info(
+                    "mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name
+                )
                 notify("READY=1\nSTATUS=serving " + self.mount)
                 async for signum in signals:
                     log.info("%s: unmounting", signal.Signals(signum).name)

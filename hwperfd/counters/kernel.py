@@ -33,12 +33,17 @@ class TimeSource(Protocol):
 
 
 class Task(Protocol):
-    """What the kernel needs to know of a process (host ProcessInfo fits)."""
+    """What the kernel needs to know of a process (host ProcessInfo fits).
+    Read-only members, so that frozen records and lazy properties fit too."""
 
-    pid: int
-    uid: int
-    pgid: int
-    processor: int
+    @property
+    def pid(self) -> int: ...
+    @property
+    def uid(self) -> int: ...
+    @property
+    def pgid(self) -> int: ...
+    @property
+    def processor(self) -> int: ...
 
 
 @dataclass(frozen=True)

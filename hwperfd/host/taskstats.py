@@ -74,7 +74,7 @@ import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from hwperfd.host.netlink import DEFAULT_RCVBUF as DEFAULT_RCVBUF  # re-exported
 from hwperfd.host.netlink import RECV_SIZE as _RECV_SIZE
@@ -460,7 +460,7 @@ class _GroupTotals:
             if seen is None:
                 return rec
             user, system, comm = seen
-            changes: dict[str, object] = {"comm": comm} if comm else {}
+            changes: dict[str, Any] = {"comm": comm} if comm else {}
             if user + system > rec.total_ns:
                 changes.update(user_ns=user, system_ns=system)
             return replace(rec, **changes) if changes else rec

@@ -99,11 +99,11 @@ class _Counting:
         usage = self.counters.read_usage()
         if usage.generation != self.generation:
             self.lost = True
-        monitor = usage.fields.pu_cpu_mon
+        active = usage.active_ns
         for slot in range(SLOTS):
             self.raw[slot] += usage.counts[slot]
-            self.active[slot] += monitor.cm_active_ns[slot]
-        self.enabled += monitor.cm_enabled_ns
+            self.active[slot] += active[slot]
+        self.enabled += usage.enabled_ns
         if release:
             self.counters.release()
         self.counting = False
@@ -112,7 +112,7 @@ class _Counting:
 def run(
     argv: list[str],
     plan: EventPlan,
-    mount: Path,
+    mount: Path | None,  # None: the default mount
     *,
     signal_control: bool = False,
     notice: Callable[[str], None] = lambda text: None,
@@ -164,8 +164,8 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
         if failed:
             os.waitpid(pid, 0)
             code = int(failed)
-            status = EXIT_NOT_FOUND if code == errno.ENOENT else EXIT_CANNOT_RUN
-            raise PerfexError(f"cannot run {argv[0]}: {os.strerror(code)}", status)
+            exit_status = EXIT_NOT_FOUND if code == errno.ENOENT else EXIT_CANNOT_RUN
+            raise PerfexError(f"cannot run {argv[0]}: {os.strerror(code)}", exit_status)
 
         while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
             info = signal.sigwaitinfo(waited)
@@ -198,6 +198,7 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
         if counters is not None:
             counters.close()
         os.close(err_read)
+        status: int | None
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:
