@@ -18,6 +18,10 @@ from tests.conftest import ROOT
 from tests.perfex.conftest import CYCLES_PER_MS, run_waiting
 
 PAGES = sorted(p for p in (ROOT / "man").iterdir() if p.suffix[1:].isdigit())
+# What a copy of the tree leaves out: build products and caches.
+NOT_SOURCES = shutil.ignore_patterns(
+    ".git", "__pycache__", "*.so", "*.o", "*.a", "bin", "build", "dist", "*.egg-info", ".hypothesis", ".*_cache"
+)
 REQUIRED_PAGES = {
     "hwperfd.8", "perfex.1", "libperfex.3", "ecadmin.1", "ecstats.1", "ecfind.1", "hwperfd-run.1",
     "hwperfd_ioctls.5",
@@ -135,7 +139,9 @@ def test_libperfex_program_built_elsewhere_counts_exactly(prefix, elsewhere, man
 
 def test_syssgi_program_links_against_libhwperf(prefix, elsewhere):
     build(prefix, elsewhere, "cc $(pkg-config --cflags --libs hwperfd) -o syssgi_sys syssgi_sys.c")
-    symbols = subprocess.run(["nm", "-D", "--undefined-only", str(elsewhere / "syssgi_sys")], capture_output=True, text=True)
+    symbols = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(elsewhere / "syssgi_sys")], capture_output=True, text=True
+    )
     assert " syssgi" in symbols.stdout  # resolved from the installed libhwperf.so at run time
 
 
@@ -166,12 +172,11 @@ def test_destdir_stages_without_touching_the_prefix(shared_tmp):
 def test_sdist_carries_what_the_c_build_needs(shared_tmp):
     """An sdist built from a copy of the tree installs the C side by itself."""
     copy = shared_tmp / "sdist-tree"
-    shutil.copytree(
-        ROOT, copy,
-        ignore=shutil.ignore_patterns(".git", "__pycache__", "*.so", "*.o", "*.a", "bin", "build", "dist", "*.egg-info", ".hypothesis"),
-    )  # fmt: skip
+    shutil.copytree(ROOT, copy, ignore=NOT_SOURCES)
     dist = shared_tmp / "dist"
-    made = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(dist)], cwd=copy, capture_output=True, text=True)
+    made = subprocess.run(
+        [sys.executable, "setup.py", "-q", "sdist", "-d", str(dist)], cwd=copy, capture_output=True, text=True
+    )
     assert made.returncode == 0, made.stderr
     (archive,) = dist.glob("hwperfd-*.tar.gz")
     with tarfile.open(archive) as tar:
@@ -187,4 +192,19 @@ def test_sdist_carries_what_the_c_build_needs(shared_tmp):
     (source,) = (shared_tmp / "unpacked").iterdir()
     installed = shared_tmp / "sdist-prefix"
     make_install(installed, shared_tmp / "sdist-build", source=source)
-    assert (installed / "lib" / "libperfex.so").exists() and (installed / "share" / "man" / "man8" / "hwperfd.8").exists()
+    assert (installed / "lib" / "libperfex.so").exists()
+    assert (installed / "share" / "man" / "man8" / "hwperfd.8").exists()
+
+
+def test_wheel_contents_mark_the_packages_typed(shared_tmp):
+    """What build_py puts in the wheel: py.typed in both packages, the bridge's stub."""
+    copy = shared_tmp / "build-py-tree"
+    shutil.copytree(ROOT, copy, ignore=NOT_SOURCES)
+    out = shared_tmp / "build-py"
+    built = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(out)],
+        cwd=copy, capture_output=True, text=True,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    for typed in ("hwperfd/py.typed", "structs/py.typed", "hwperfd/procfs/_ioctl_bridge.pyi"):
+        assert (out / typed).is_file(), typed
