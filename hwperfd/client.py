@@ -16,7 +16,7 @@ import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Self, Sequence
 
 import structs
 from structs import (
@@ -76,7 +76,17 @@ def slots_for(*events: int, mode: int = HWPERF_CNTEN_U, counters_per_event: int 
 class Usage:
     generation: int
     counts: tuple[int, ...]
-    fields: dict  # every hwperf_prusage_t field, decoded
+    fields: Any  # every hwperf_prusage_t field, decoded: an untyped construct Container
+
+    @property
+    def active_ns(self) -> tuple[int, ...]:
+        """cm_active_ns: CPU time (ns) each slot was on its hardware counter."""
+        return tuple(self.fields.pu_cpu_mon.cm_active_ns)
+
+    @property
+    def enabled_ns(self) -> int:
+        """cm_enabled_ns: CPU time (ns) the counters were enabled."""
+        return int(self.fields.pu_cpu_mon.cm_enabled_ns)
 
 
 def _slots(values: SlotSpecs | None, fill: int = 0) -> list[int]:
@@ -107,7 +117,7 @@ def _ctrl(word: int) -> dict:
     return dict(hwp_ev=ev, hwp_ie=ie, hwp_mode=mode)
 
 
-def _spec_words(eventctrl) -> tuple[int, ...]:
+def _spec_words(eventctrl: Any) -> tuple[int, ...]:  # a parsed hwperf_eventctrl_t
     return tuple(structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in eventctrl.hwp_evctrl)
 
 
@@ -123,10 +133,10 @@ class _MountFile:
             os.close(self.fd)
             self.fd = -1
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _ioctl(self, cmd: int, arg: bytes | int = 0) -> tuple[int, bytes]:

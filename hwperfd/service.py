@@ -117,7 +117,9 @@ class Daemon:
             if isinstance(self.clock, RealClock):
                 nursery.start_soon(resilient, self._tick)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                log.info("mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name)
+                log.info(
+                    "mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name
+                )
                 notify("READY=1\nSTATUS=serving " + self.mount)
                 async for signum in signals:
                     log.info("%s: unmounting", signal.Signals(signum).name)

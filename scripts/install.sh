@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Install what a fresh Debian machine lacks to build, run and test hwperfd.
+# Install what a fresh Debian machine lacks to build, run and test hwperfd,
+# then hwperfd itself: the Python package (pip) and the C side - headers,
+# libperfex, libhwperf, hwperfd.pc, man pages - under ${PREFIX:-/usr/local}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 # systemd: systemd-analyze, which rates and checks the unit; strace: the unit test
 # records the system calls the daemon makes under the unit's restrictions.
-for pkg in fuse3 libfuse3-dev pkg-config gcc make util-linux systemd strace; do
+for pkg in fuse3 libfuse3-dev pkg-config gcc make util-linux man-db groff-base systemd strace; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -16,4 +18,5 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 make -s -C examples
-if [ -f lib/Makefile ]; then make -s -C lib; fi
+make -s -C lib
+make -s -C lib install PREFIX="${PREFIX:-/usr/local}" >/dev/null

@@ -55,14 +55,16 @@ class _ControlWord(Adapter):
     """``hwperf_ctrl_t`` seen through its bit-fields, IRIX's value layout:
     ``hwp_ev`` bits 15-5, ``hwp_ie`` bit 4, ``hwp_mode`` bits 3-0."""
 
-    def _decode(self, obj, context, path):
-        return Container(hwp_ev=obj >> HWPERF_EVSHIFT, hwp_ie=bool(obj & HWPERF_CNTEN_IE), hwp_mode=obj & HWPERF_MODEMASK)
+    def _decode(self, obj: int, context: object, path: str) -> Container:
+        return Container(
+            hwp_ev=obj >> HWPERF_EVSHIFT, hwp_ie=bool(obj & HWPERF_CNTEN_IE), hwp_mode=obj & HWPERF_MODEMASK
+        )
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: dict[str, int], context: object, path: str) -> int:
         ev, mode = obj["hwp_ev"], obj["hwp_mode"]
         if not (0 <= ev < 1 << 11 and 0 <= mode <= HWPERF_MODEMASK):
             raise ValueError(f"hwp_ev {ev} or hwp_mode {mode} does not fit its bit-field")
-        return spec_word(ev, mode, obj["hwp_ie"])
+        return spec_word(ev, mode, bool(obj["hwp_ie"]))
 
 
 hwperf_ctrl_t = _ControlWord(Int16ul)
@@ -163,5 +165,3 @@ def spec_fields(word: int) -> tuple[int, bool, int]:
     word &= 0xFFFF
     return word >> HWPERF_EVSHIFT, bool(word & HWPERF_CNTEN_IE), word & HWPERF_MODEMASK
 
-
-__all__ = [n for n in dir() if not n.startswith("_")]

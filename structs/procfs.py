@@ -89,5 +89,3 @@ HWIOC_RELSYSCNTRS = _IO("h", HWPERF_RELSYSCNTRS)
 HWIOC_GET_SYSCNTRS = _IOR("h", HWPERF_GET_SYSCNTRS, hwperf_cntr_t.sizeof())
 HWIOC_GET_SYSEVCTRL = _IOR("h", HWPERF_GET_SYSEVCTRL, hwperf_eventctrl_t.sizeof())
 HWIOC_SET_SYSEVCTRL = _IOW("h", HWPERF_SET_SYSEVCTRL, hwperf_profevctrarg_t.sizeof())
-
-__all__ = [n for n in dir() if n.isupper() or n.startswith(("hwperf_", "ioc_", "_IO"))]

@@ -39,12 +39,17 @@ class Task(Protocol):
     Optional, read with ``getattr``: ``start`` (its start time; with the pid,
     the process's identity), ``euid``/``suid``/``gid``/``egid``/``sgid`` and
     ``dumpable`` (the credentials the kernel's ptrace-read rule looks at).
+    Read-only members, so that frozen records and lazy properties fit too.
     """
 
-    pid: int
-    uid: int
-    pgid: int
-    processor: int
+    @property
+    def pid(self) -> int: ...
+    @property
+    def uid(self) -> int: ...
+    @property
+    def pgid(self) -> int: ...
+    @property
+    def processor(self) -> int: ...
 
 
 INT_MAX = 2**31 - 1  # generations travel as the ioctl's int return value

@@ -101,7 +101,7 @@ class CounterRequest:
         return self
 
 
-def _slots(values) -> tuple[int, ...]:
+def _slots(values: dict[int, int] | list[int] | tuple[int, ...]) -> tuple[int, ...]:
     if isinstance(values, dict):
         out = [0] * SLOTS
         for slot, value in values.items():

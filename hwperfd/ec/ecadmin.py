@@ -191,7 +191,7 @@ def _call(say: common.Say, what: str, call, *args) -> None:
         reason = {
             errno.EBUSY: "the counters were taken in system mode by another caller",
             errno.EINVAL: "refused with EINVAL (another caller may have released or changed the global counters)",
-        }.get(exc.errno, exc.strerror)
+        }.get(exc.errno or 0, exc.strerror)
         raise EcError(f"{name}: {reason}") from None
     say(what + (f" -> generation {result}" if result is not None else ""))
 

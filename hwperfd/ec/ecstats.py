@@ -145,6 +145,7 @@ def block(before: Sample, after: Sample, opts: Options, cpu_type: str) -> list[s
     """One sample: a timestamp line, then a line per event by number."""
     elapsed = after.clock - before.clock
     old, new = before.state, after.state
+    assert old.counts is not None and new.counts is not None  # sampled with counts=True
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(after.wall)) + f".{int(after.wall % 1 * 1000):03d}"
     head = f"{stamp}  interval {elapsed:.6f} s  generation {new.generation}"
     if new.generation != old.generation:

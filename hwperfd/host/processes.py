@@ -69,7 +69,7 @@ _STARTTIME = 19
 _PROCESSOR = 36
 
 # wait4 and waitid as /proc/<pid>/syscall reports them (native ABI only).
-_WAIT_SYSCALLS: dict[str, frozenset[int]] = {
+_WAIT_SYSCALLS: frozenset[int] = {
     "x86_64": frozenset({61, 247}),
     "aarch64": frozenset({260, 95}),
     "arm64": frozenset({260, 95}),

@@ -161,9 +161,10 @@ def _parse_event(
     at = off + _DATA_AT
     room = end - at
     if what == PROC_EVENT_FORK and room >= _FORK.size:
-        out.append(ForkEvent(*_FORK.unpack_from(data, at), cpu=cpu, timestamp_ns=ts))
+        # mypy cannot tell unpack_from's tuple length (the format's) from the struct: [misc]
+        out.append(ForkEvent(*_FORK.unpack_from(data, at), cpu=cpu, timestamp_ns=ts))  # type: ignore[misc]
     elif what == PROC_EVENT_EXEC and room >= _EXEC.size:
-        out.append(ExecEvent(*_EXEC.unpack_from(data, at), cpu=cpu, timestamp_ns=ts))
+        out.append(ExecEvent(*_EXEC.unpack_from(data, at), cpu=cpu, timestamp_ns=ts))  # type: ignore[misc]
     elif what == PROC_EVENT_EXIT:
         if room >= _EXIT.size:
             fields = _EXIT.unpack_from(data, at)
@@ -171,7 +172,7 @@ def _parse_event(
             fields = _EXIT_OLD.unpack_from(data, at) + (0, 0)
         else:
             return
-        out.append(ExitEvent(*fields, cpu=cpu, timestamp_ns=ts))
+        out.append(ExitEvent(*fields, cpu=cpu, timestamp_ns=ts))  # type: ignore[misc]
     elif what == PROC_EVENT_NONE and room >= _ACK.size:
         out.append(("ack", _ACK.unpack_from(data, at)[0]))
 

@@ -86,7 +86,7 @@ import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from hwperfd.host.netlink import DEFAULT_RCVBUF as DEFAULT_RCVBUF  # re-exported
 from hwperfd.host.netlink import RECV_SIZE as _RECV_SIZE
@@ -517,7 +517,7 @@ class _GroupTotals:
             if seen is None:
                 return rec
             user, system, comm, ran = seen
-            changes: dict[str, object] = {"comm": comm} if comm else {}
+            changes: dict[str, Any] = {"comm": comm} if comm else {}
             if user + system > rec.total_ns:
                 changes.update(user_ns=user, system_ns=system)
             if ran > rec.ran_ns:

@@ -34,7 +34,7 @@ class LazyCaller(Caller):
         object.__setattr__(self, "gid", gid)
 
     @cached_property
-    def pgid(self) -> int:  # type: ignore[override]
+    def pgid(self) -> int:
         info = processes.read_process(self.pid)
         return -1 if info is None else info.pgid
 

@@ -14,9 +14,12 @@ ERRNO: dict[type[errors.CounterError], int] = {
 }
 
 
+def errno_of(exc: errors.CounterError) -> int:
+    return ERRNO[type(exc)]
+
+
 def to_oserror(exc: errors.CounterError) -> OSError:
-    code = ERRNO[type(exc)]
-    return OSError(code, str(exc))
+    return OSError(errno_of(exc), str(exc))
 
 
 class UnknownCommand(OSError):

@@ -12,6 +12,7 @@ from construct import ConstructError
 
 from hwperfd.counters.kernel import CounterView, Restore
 from hwperfd.counters.request import CounterRequest
+from hwperfd.host import processes
 from hwperfd.ioctl.errno_map import BadArgument
 import structs
 
@@ -116,7 +117,7 @@ def _timespec(ns: int) -> dict:
     return dict(tv_sec=ns // 1_000_000_000, tv_nsec=ns % 1_000_000_000)
 
 
-def build_prusage(usage, view: CounterView | None, tlb: tuple[int, int]) -> bytes:
+def build_prusage(usage: processes.Usage | None, view: CounterView | None, tlb: tuple[int, int]) -> bytes:
     """``usage`` is a host ``Usage`` (or None when Linux no longer tells)."""
     fields = prusage_fields(usage, tlb)
     fields["pu_cpu_mon"] = cpu_mon(view)

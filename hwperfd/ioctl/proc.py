@@ -112,7 +112,7 @@ class ProcIoctls:
         self.kernel.save_child_counts(call.caller(), parent, child)
         return 0, b""
 
-    def _tlb_misses(self, pid: int, usage) -> tuple[int, int]:
+    def _tlb_misses(self, pid: int, usage: processes.Usage | None) -> tuple[int, int]:
         """IRIX's pu_utlb/pu_ktlb have no Linux source: take them from the
         emulated CPU, at the process's profile rate over its CPU time."""
         if usage is None:

@@ -282,7 +282,9 @@ def _measure(opts: Options) -> int:
         )
         for e in plan.events
     ]
-    report = reports.Report(opts.command, machine, plan, events, exit_code, table, warnings=list(dict.fromkeys(warnings)))
+    report = reports.Report(
+        opts.command, machine, plan, events, exit_code, table, warnings=list(dict.fromkeys(warnings))
+    )
     if table is not None:
         report.statistics = stats.derive(report.counts(), table, machine.mhz, opts.reuse)
     if opts.per_process:

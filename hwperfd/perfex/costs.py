@@ -247,7 +247,7 @@ def parse(text: str, cpu_type: str, filename: str = "<costs>") -> dict[int, Even
             continue
 
         def fail(message: str) -> CostFileError:
-            return CostFileError(f"{filename}:{lineno}: {message}")
+            return CostFileError(f"{filename}:{lineno}: {message}")  # noqa: B023 (called in this iteration)
 
         words = line.split()
         if len(words) < 6:

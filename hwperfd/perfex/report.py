@@ -221,7 +221,9 @@ def as_json(report: Report) -> str:
     return json.dumps(as_dict(report), indent=2) + "\n"
 
 
-CSV_FIELDS = ("scope", "event", "name", "count", "fraction_counted", "stddev", "typical_sec", "minimum_sec", "maximum_sec")
+CSV_FIELDS = (
+    "scope", "event", "name", "count", "fraction_counted", "stddev", "typical_sec", "minimum_sec", "maximum_sec"
+)
 
 
 def as_csv(report: Report) -> str:

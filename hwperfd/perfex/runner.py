@@ -120,12 +120,12 @@ class _Counting:
         usage = self.counters.read_usage()
         if usage.generation != self.generation:
             self.lost = True
-        monitor = usage.fields.pu_cpu_mon
+        active = usage.active_ns
         for slot in range(SLOTS):
             self.raw[slot] += usage.counts[slot]
-            self.active[slot] += monitor.cm_active_ns[slot]
-        self.enabled += monitor.cm_enabled_ns
-        self._stopped_at = (tuple(usage.counts), tuple(monitor.cm_active_ns), monitor.cm_enabled_ns)
+            self.active[slot] += active[slot]
+        self.enabled += usage.enabled_ns
+        self._stopped_at = (tuple(usage.counts), tuple(active), usage.enabled_ns)
         if release:
             self.counters.release()
         self.counting = False
@@ -147,7 +147,7 @@ class _Counting:
 def run(
     argv: list[str],
     plan: EventPlan,
-    mount: Path,
+    mount: Path | None,  # None: the default mount
     *,
     signal_control: bool = False,
     notice: Callable[[str], None] = lambda text: None,
@@ -294,8 +294,8 @@ def _run_forked(argv, plan, mount, control, forwarded, waited, old_mask, notice)
         if failed:
             os.waitpid(pid, 0)
             code = int(failed)
-            status = EXIT_NOT_FOUND if code == errno.ENOENT else EXIT_CANNOT_RUN
-            raise PerfexError(f"cannot run {argv[0]}: {os.strerror(code)}", status)
+            exit_status = EXIT_NOT_FOUND if code == errno.ENOENT else EXIT_CANNOT_RUN
+            raise PerfexError(f"cannot run {argv[0]}: {os.strerror(code)}", exit_status)
         summary, comm = _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice)
     finally:
         if counters is not None:

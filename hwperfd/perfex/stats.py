@@ -69,8 +69,8 @@ def derive(counts: Counts, costs: CostTable, mhz: float, reuse_bytes: int = 0) -
     l1_line, l2_line = LINE_BYTES[cpu]
     out: list[Statistic] = []
     c = counts
-    cyc = cycles(c, cpu)
-    seconds = cyc / (mhz * 1e6) if cyc else None
+    cyc = cycles(c, cpu) or 0.0  # 0: not counted; every use below checks bool(cyc)
+    seconds = cyc / (mhz * 1e6)
 
     def have(*events: int) -> bool:
         return all(e in c for e in events)
@@ -80,7 +80,7 @@ def derive(counts: Counts, costs: CostTable, mhz: float, reuse_bytes: int = 0) -
             out.append(Statistic(name, value()))
 
     grad = graduated_instructions(c, cpu)
-    add("Graduated instructions/cycle", grad is not None and bool(cyc), lambda: grad / cyc)
+    add("Graduated instructions/cycle", grad is not None and bool(cyc), lambda: (grad or 0.0) / cyc)
     add("Graduated floating point instructions/cycle", have(GRAD_FP) and bool(cyc), lambda: c[GRAD_FP] / cyc)
     ls = c.get(GRAD_LOADS, 0) + c.get(GRAD_STORES, 0)
     add("Graduated loads & stores/cycle", have(GRAD_LOADS, GRAD_STORES) and bool(cyc), lambda: ls / cyc)

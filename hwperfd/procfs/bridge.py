@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable, Optional
+from typing import Callable
 
 if "pyfuse3" in sys.modules:
     raise ImportError(
@@ -66,7 +66,7 @@ FUSE_IOCTL_COMPAT = 1 << 0
 FUSE_IOCTL_DIR = 1 << 4
 
 
-def install(handler: Optional[IoctlHandler]) -> None:
+def install(handler: IoctlHandler | None) -> None:
     """Set the ioctl handler, replacing any previous one; None removes it."""
     _ioctl_bridge.install(handler)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import stat
 import time
 from collections import Counter
@@ -25,7 +24,7 @@ from hwperfd.host import processes
 from hwperfd.ioctl.calls import IoctlCall
 from hwperfd.ioctl import faults
 from hwperfd.ioctl import machine
-from hwperfd.ioctl.errno_map import to_oserror
+from hwperfd.ioctl.errno_map import errno_of
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
 from hwperfd.counters.percpu import GlobalCounters
@@ -353,7 +352,7 @@ class ProcFs(pyfuse3.Operations):
             log.info("refused command %r: %s", bytes(buf[:80]), exc)
             raise pyfuse3.FUSEError(errno.EINVAL) from None
         except CounterError as exc:
-            raise pyfuse3.FUSEError(to_oserror(exc).errno) from None
+            raise pyfuse3.FUSEError(errno_of(exc)) from None
         return len(buf)
 
     async def flush(self, fh):

@@ -223,8 +223,8 @@ def test_make_install_gives_headers_and_libraries(tmp_path, manual_mount):
         ["make", "-s", "-C", str(ROOT / "lib"), "install", f"PREFIX={prefix}", f"BUILD={build}"],
         check=True, capture_output=True,
     )  # fmt: skip
-    for path in ("lib/libperfex.so", "lib/libperfex.a", "include/perfex.h", "include/sys/procfs.h",
-                 "include/sys/hwperftypes.h"):  # fmt: skip
+    for path in ("lib/libperfex.so", "lib/libperfex.a", "include/hwperfd/perfex.h", "include/hwperfd/sys/procfs.h",
+                 "include/hwperfd/sys/hwperftypes.h"):  # fmt: skip
         assert (prefix / path).exists(), path
     program = tmp_path / "prog.c"
     program.write_text(
@@ -234,7 +234,7 @@ def test_make_install_gives_headers_and_libraries(tmp_path, manual_mount):
     )
     binary = tmp_path / "prog"
     subprocess.run(
-        ["cc", "-I", str(prefix / "include"), "-o", str(binary), str(program), "-L", str(prefix / "lib"), "-lperfex",
+        ["cc", "-I", str(prefix / "include" / "hwperfd"), "-o", str(binary), str(program), "-L", str(prefix / "lib"), "-lperfex",
          f"-Wl,-rpath,{prefix / 'lib'}"],
         check=True,
     )  # fmt: skip
