@@ -134,7 +134,9 @@ def raise_file_limit() -> int:
         with open("/proc/sys/fs/nr_open") as f:
             target = int(f.read())
     if target < MIN_FILES:
-        raise SetupError(f"the open-files limit is {target}; hwperfd needs at least {MIN_FILES} (ulimit -Hn, LimitNOFILE=)")
+        raise SetupError(
+            f"the open-files limit is {target}; hwperfd needs at least {MIN_FILES} (ulimit -Hn, LimitNOFILE=)"
+        )
     if soft != resource.RLIM_INFINITY and soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     return target

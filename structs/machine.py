@@ -32,4 +32,3 @@ hwperfd_machine_t = Struct(
 
 HWPERFD_GETMACHINE = _IOR("h", 128, hwperfd_machine_t.sizeof())
 
-__all__ = [n for n in dir() if n.isupper() or n.startswith("hwperfd_")]

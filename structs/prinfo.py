@@ -137,4 +137,3 @@ PIOCCRED = _IOR("q", 34, prcred_t.sizeof())
 PIOCUSAGE = _IOR("q", 43, prusage_t.sizeof())
 PIOCGETPTIMER = _IOR("q", 250, prtimers_t.sizeof())
 
-__all__ = [n for n in dir() if n.isupper() or n.startswith("pr")]

@@ -68,7 +68,7 @@ def ptrace_readable(uid: int, gid: int, target: object) -> bool:
     """The kernel's PTRACE_MODE_READ rule for an unprivileged caller (what
     /proc/<pid>/io asks): every uid and gid of the target equals the caller's,
     and the target is dumpable (a setuid or setgid exec makes it not)."""
-    tuid = getattr(target, "uid")
+    tuid: int = target.uid  # type: ignore[attr-defined]
     uids = (tuid, getattr(target, "euid", tuid), getattr(target, "suid", tuid))
     tgid = getattr(target, "gid", gid)
     gids = (tgid, getattr(target, "egid", tgid), getattr(target, "sgid", tgid))

@@ -33,14 +33,22 @@ from hwperfd.counters.kernel import CounterKernel
 
 
 class HostProcess(Protocol):
-    pid: int
-    ppid: int
-    comm: str
-    start: int
-    uid: int
-    pgid: int
-    processor: int
-    children_ns: tuple[int, int]
+    @property
+    def pid(self) -> int: ...
+    @property
+    def ppid(self) -> int: ...
+    @property
+    def comm(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def uid(self) -> int: ...
+    @property
+    def pgid(self) -> int: ...
+    @property
+    def processor(self) -> int: ...
+    @property
+    def children_ns(self) -> tuple[int, int]: ...
 
     @property
     def zombie(self) -> bool: ...

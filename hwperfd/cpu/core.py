@@ -180,7 +180,9 @@ class PmuCpu:
 
     # -- time --
 
-    def run(self, user_ns: int, system_ns: int, rates: Mapping[str, Fraction], exl_share: Fraction = Fraction(0)) -> int:
+    def run(
+        self, user_ns: int, system_ns: int, rates: Mapping[str, Fraction], exl_share: Fraction = Fraction(0)
+    ) -> int:
         """Count a burst of CPU time; returns the mask of counters that overflowed."""
         mask = 0
         kernel_ns = Fraction(system_ns) * (1 - exl_share) if self.model.control == "mips" else Fraction(system_ns)

@@ -198,7 +198,8 @@ class InfoIoctls:
 
 def _mflags(m: processes.Mapping) -> int:
     flags = 0
-    for letter, bit in (("r", structs.MA_READ), ("w", structs.MA_WRITE), ("x", structs.MA_EXEC), ("s", structs.MA_SHARED)):
+    letters = (("r", structs.MA_READ), ("w", structs.MA_WRITE), ("x", structs.MA_EXEC), ("s", structs.MA_SHARED))
+    for letter, bit in letters:
         if letter in m.perms:
             flags |= bit
     if m.path == "[heap]":

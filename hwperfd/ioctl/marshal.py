@@ -124,7 +124,7 @@ def build_prusage(usage: processes.Usage | None, view: CounterView | None, tlb: 
     return PRUSAGE.build(fields)
 
 
-def prusage_fields(usage, tlb: tuple[int, int]) -> dict:
+def prusage_fields(usage: processes.Usage | None, tlb: tuple[int, int]) -> dict:
     """The usage fields shared by hwperf_prusage_t and IRIX's prusage_t."""
     u = usage
     get = (lambda name: getattr(u, name)) if u is not None else (lambda name: 0)

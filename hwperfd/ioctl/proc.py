@@ -39,7 +39,7 @@ class ProcIoctls:
         }
         # proc(4)'s informational ioctls (PIOCPSINFO, PIOCUSAGE, ...) too.
         for cmd, info in InfoIoctls(kernel).commands.items():
-            self._commands[cmd] = lambda target, call, info=info: info(target.pid, call)
+            self._commands[cmd] = _on_pid(info)
 
     def __call__(self, pid: int, call: IoctlCall, start: int = 0) -> Reply:
         """``start``: the start time of the process the file was opened on."""
@@ -119,3 +119,12 @@ class ProcIoctls:
             return 0, 0
         rate = self.kernel.profile(pid).rate("tlb_misses") * self.kernel.cpus.mhz / 1000
         return int(Fraction(usage.user_ns) * rate), int(Fraction(usage.system_ns) * rate)
+
+
+def _on_pid(info: Callable[[int, IoctlCall], Reply]) -> Callable[[Target, IoctlCall], Reply]:
+    """An informational ioctl, which takes the target's pid."""
+
+    def handler(target: Target, call: IoctlCall) -> Reply:
+        return info(target.pid, call)
+
+    return handler

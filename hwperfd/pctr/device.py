@@ -99,7 +99,8 @@ class PctrDevice:
     def read(self, cpu: int) -> bytes:
         """struct pctrst for one CPU; without counters only the TSC is filled."""
         if not self.has_counters:
-            return pctrst.build({"pctr_fn": [0] * PCTR_NUM, "pctr_tsc": self.counters.tsc(cpu), "pctr_hwc": [0] * PCTR_NUM})
+            zero = [0] * PCTR_NUM
+            return pctrst.build({"pctr_fn": zero, "pctr_tsc": self.counters.tsc(cpu), "pctr_hwc": zero})
         reading = self.counters.read(cpu)
         pad = [0] * (PCTR_NUM - len(reading.values))
         return pctrst.build(
@@ -129,7 +130,8 @@ class PctrDevice:
         for cpu in range(len(cpus)):
             if self.has_counters:
                 reading = self.counters.read(cpu)
-                counts = " ".join(f"ctr{i} {v} fn {f:#x}" for i, (v, f) in enumerate(zip(reading.values, reading.functions)))
+                pairs = enumerate(zip(reading.values, reading.functions))
+                counts = " ".join(f"ctr{i} {v} fn {f:#x}" for i, (v, f) in pairs)
                 lines.append(f"cpu {cpu} tsc {reading.tsc} {counts}")
             else:
                 lines.append(f"cpu {cpu} tsc {self.counters.tsc(cpu)}")

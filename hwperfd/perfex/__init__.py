@@ -13,7 +13,7 @@ JSON, CSV), ``cli`` (the command line).
 import signal as _signal
 
 #: The signal mask perfex started with, once ``hold_start_signals`` ran.
-startup_mask: set[_signal.Signals] | None = None
+startup_mask: set[int | _signal.Signals] | None = None
 
 
 def hold_start_signals() -> None:
