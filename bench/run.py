@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""hwperfd benchmark: PIOCGETEVCTRS round trips against the FUSE floor, and idle load.
+"""hwperfd benchmark: PIOCGETEVCTRS round trips against the FUSE floor, idle load, listing, perfex start-up.
 
-    python3 bench/run.py [--calls N] [--rounds R] [--procs P] [--idle-seconds S] ...
+    python3 bench/run.py [--calls N] [--rounds R] [--procs P] [--idle-seconds S] [--list-procs N] ...
 
 Part 1 (latency).  Builds bench/floor_server.c (a minimal single-threaded
 libfuse3 server answering every ioctl with 256 zero bytes: the floor for any
@@ -25,6 +25,16 @@ Part 2 (idle load).  Mounts a fresh hwperfd (--clock real by default), forks
 PROCS children that block on a pipe, enables counters on each through the
 mount (hwperfd.client), and measures the daemon's CPU time over IDLE_SECONDS
 of wall time (% of one core), before and after enabling, and its RSS.
+
+Part 3 (listing).  Forks LIST_PROCS children that block on a pipe and
+times ``ls`` and ``ls -l`` of a fresh hwperfd mount against the same of
+/proc, interleaved; the figure is the median, the targets 3x and 5x.  One
+listing more after the owners' 1 s lifetime has lapsed shows that cost.
+
+Part 4 (perfex start-up).  ``python3 -m hwperfd.perfex -e 0 true`` against
+``perf stat -e task-clock true`` (or a compiled fork/exec/wait of true,
+bench/forkexec.c, where perf cannot count), and the interpreter alone;
+median of interleaved runs, target 6x.
 
 Everything is unmounted at the end, even on error (SIGTERM, then
 fusermount3 -u -z), and the idle children are killed.  Needs root.  Exit
@@ -459,7 +469,7 @@ def startup(args, tmp: Path) -> StartupResult:
     try:
         env = {**os.environ, "HWPERFD_MOUNT": str(daemon.mount), "PYTHONPATH": str(ROOT)}
         perf = shutil.which("perf")
-        if perf and subprocess.run([perf, "stat", "-e", "task-clock", "true"], capture_output=True).returncode == 0:
+        if perf and subprocess.run([perf, "stat", "-e", "task-clock", "true"], capture_output=True, check=False).returncode == 0:
             baseline, base_argv = "perf stat -e task-clock true", [perf, "stat", "-e", "task-clock", "true"]
         else:
             exe = tmp / "forkexec"
@@ -470,7 +480,7 @@ def startup(args, tmp: Path) -> StartupResult:
             baseline: base_argv,
             "python3 -c pass": [sys.executable, "-c", "pass"],
         }
-        check = subprocess.run(runs["perfex -e 0 true"], env=env, capture_output=True, text=True)
+        check = subprocess.run(runs["perfex -e 0 true"], env=env, capture_output=True, text=True, check=False)
         if check.returncode != 0:
             raise RuntimeError(f"perfex failed:\n{check.stdout}{check.stderr}")
         result = StartupResult(baseline)

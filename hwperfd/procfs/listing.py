@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from hwperfd.host import processes
 
