@@ -263,11 +263,13 @@ PR_SET_NAME = 15
 
 
 def _burn(seconds: float) -> None:
-    """User-mode CPU: a loop that makes no system call (monotonic is vDSO)."""
-    end = time.monotonic() + seconds
+    """User-mode CPU until this thread has used ``seconds`` of it, however
+    long that takes on a loaded machine; the loop between two looks at the
+    thread's CPU clock makes no system call."""
+    end = time.thread_time() + seconds
     x = 0
-    while time.monotonic() < end:
-        for i in range(2000):
+    while time.thread_time() < end:
+        for i in range(20000):
             x += i
 
 
