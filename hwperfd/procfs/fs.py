@@ -357,7 +357,11 @@ class ProcFs(pyfuse3.Operations):
         return len(buf)
 
     async def flush(self, fh):
-        pass
+        # Nothing to flush, and answering ENOSYS makes the kernel stop sending
+        # FLUSH for good: a process closing our files at exec(2) waits for the
+        # answer while holding its exec_update_lock, which reading its
+        # /proc/PID/stat (readdir, any look-up of it) needs - a deadlock.
+        raise pyfuse3.FUSEError(errno.ENOSYS)
 
     async def release(self, fh):
         self._writable.discard(fh)

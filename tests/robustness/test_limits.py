@@ -224,3 +224,36 @@ if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or libc.prctl(PR_SET_SECCOMP, SEC
     print("seccomp: " + os.strerror(ctypes.get_errno()), file=sys.stderr); sys.exit(77)
 os.execv(sys.argv[1], sys.argv[1:])
 '''
+
+
+EXEC_WITH_OPEN_FILES = r"""
+import os, subprocess, sys, threading, time
+mount, seconds = sys.argv[1], float(sys.argv[2])
+stop = time.monotonic() + seconds
+def lister():
+    while time.monotonic() < stop:
+        os.listdir(mount)  # reads /proc/PID/stat of every process
+threading.Thread(target=lister, daemon=True).start()
+execs = 0
+while time.monotonic() < stop:
+    fds = [os.open(os.path.join(mount, "control"), os.O_RDONLY | os.O_CLOEXEC) for _ in range(4)]
+    subprocess.run(["/bin/true"], close_fds=False)  # closes them at exec
+    for fd in fds:
+        os.close(fd)
+    execs += 1
+print(execs)
+"""
+
+
+def test_exec_closing_files_of_the_mount_never_deadlocks_with_a_listing(mount, shared_tmp):
+    """A process closes its CLOEXEC files at exec(2) holding a lock that reading
+    its /proc/PID/stat needs; had the close waited for a FLUSH answer while the
+    daemon read that stat (a listing does, for every pid), both would hang for
+    good (it did within 40 s). The daemon answers FLUSH with ENOSYS once, and
+    the kernel sends no more."""
+    script = shared_tmp / "exec_with_open_files.py"
+    script.write_text(EXEC_WITH_OPEN_FILES)
+    result = subprocess.run(
+        [sys.executable, str(script), str(mount.path), "8"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and int(result.stdout) > 10, result.stderr
