@@ -286,7 +286,7 @@ def _measure(opts: Options) -> int:
         opts.command, machine, plan, events, exit_code, table, warnings=list(dict.fromkeys(warnings))
     )
     if table is not None:
-        report.statistics = stats.derive(report.counts(), table, machine.mhz, opts.reuse)
+        report.statistics = stats.derive(report.counted(), table, machine.mhz, opts.reuse)
     if opts.per_process:
         m = measurements[-1]
         report.processes = [

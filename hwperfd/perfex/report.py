@@ -79,6 +79,12 @@ class Report:
     def counts(self) -> dict[int, float]:
         return {r.event.number: r.count for r in self.events}
 
+    def counted(self) -> dict[int, float]:
+        """The counts of events that were really counted: perfex(1) prints a
+        statistic "only if counts for the events which define it have been
+        gathered", and under -a an event that never got a tick was not."""
+        return {r.event.number: r.count for r in self.events if r.fraction is not None}
+
 
 # -- text ---------------------------------------------------------------------------
 

@@ -519,3 +519,18 @@ def test_s_descendants_keep_counting_and_their_counts_are_kept(perfex, programs)
     code, _, report = run.finish()
     assert code == 0
     assert counts_of(report) == {0: 10 * MS, 25: 10 * MS // 100}
+
+
+def test_a_y_prints_no_statistic_of_events_that_never_got_a_tick(perfex, programs):
+    """-a for 20 ms: each counter loads only its first two events (one per
+    10 ms tick), so only statistics made of cycles (0, 16) and issued
+    instructions (1) / graduated instructions (17) may appear; perfex(1): "A
+    statistic is only printed if counts for the events which define it have
+    been gathered"."""
+    code, report, _ = drive(perfex, ["-a", "-y", "--json"], [programs.waiter], user="20ms")
+    assert code == 0
+    data = json.loads(report[report.index("{"):])
+    counted = {e["event"] for e in data["events"] if e.get("fraction_counted") is not None}
+    assert counted == {0, 1, 16, 17}, data["events"]
+    names = [s["name"] for s in data["statistics"]]
+    assert names == ["Graduated instructions/cycle"], names
