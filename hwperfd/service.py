@@ -199,11 +199,16 @@ class Daemon:
         """
         changed = False
         if self.events is not None:
+            # The connector first, taskstats second: a process's taskstats record
+            # is queued before its connector exit event (do_exit), so every exit
+            # seen here comes with its final CPU time.
+            seen = ([first] if first is not None else []) + self.events.drain_nowait()
             batch = self._exit_events()
-            for event in ([first] if first is not None else []) + self.events.drain_nowait():
+            forks: list[Event] = []  # in the order they happened: a child's own forks come after its fork
+            for event in seen:
                 if isinstance(event, procevents.ForkEvent):
                     if event.child_pid == event.child_tgid:
-                        batch.insert(0, Forked(event.parent_tgid, event.child_tgid, event.cpu))
+                        forks.append(Forked(event.parent_tgid, event.child_tgid, event.cpu))
                 elif isinstance(event, procevents.ExecEvent):
                     if event.pid == event.tgid:
                         batch.append(Execed(event.pid))
@@ -212,6 +217,7 @@ class Daemon:
                         batch.append(Exited(event.pid, event.parent_tgid))
                 else:
                     batch.append(Lost())
+            batch = forks + batch
             if batch:
                 armed = self.fs.faults.pids()
                 for item in batch:

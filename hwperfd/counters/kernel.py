@@ -423,17 +423,21 @@ class CounterKernel:
             lossy=parent.lossy,
         )
 
-    def exit(self, pid: int, parent_pid: int, parent_waiting: bool, comm: str = "") -> None:
+    def exit(
+        self, pid: int, parent_pid: int, parent_waiting: bool, comm: str = "", final: CpuTimes | None = None
+    ) -> None:
         """A process exited; it stays readable as a zombie until reaped.
 
         r10k_counters(5): "if the kernel sees that the parent is waiting for
         it it will add the child's 64-bit counters to those of the parent";
-        PIOCSAVECCNTRS asks for the same without waiting.
+        PIOCSAVECCNTRS asks for the same without waiting.  ``final``: its
+        last CPU time from the kernel's exit record, which names this very
+        process (a time source asked by pid may by now see a later one).
         """
         record = self._procs.get(pid)
         if record is None or record.exited:
             return
-        self._catch_up(record)
+        self._catch_up(record, final)
         record.exited, record.parent = True, parent_pid
         self._exited.add(pid)
         record.comm = comm or record.comm
@@ -671,8 +675,9 @@ class CounterKernel:
 
     # -- internals -----------------------------------------------------------
 
-    def _catch_up(self, record: _ProcessRecord) -> None:
-        now = self.time.process_times(record.pid)
+    def _catch_up(self, record: _ProcessRecord, now: CpuTimes | None = None) -> None:
+        if now is None:
+            now = self.time.process_times(record.pid)
         if now is None:
             return
         user = max(0, now[0] - record.seen[0])

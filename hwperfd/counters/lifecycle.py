@@ -178,16 +178,24 @@ class Lifecycle:
         info = self.host.read_process(pid)
         identity = self.kernel.identity(pid)
         start = identity[0] if identity else 0
-        if info is None or (start and info.start != start):
-            # Reaped before we heard: its parent waited for it.
-            parent = event.parent or self.kernel.parent_of(pid)
-            self.kernel.exit(pid, parent, True, self.kernel.comm_of(pid) or event.comm)
+        known_parent = event.parent or self.kernel.parent_of(pid)
+        moved_on = info is not None and not start and known_parent and info.ppid != known_parent
+        if info is None or (start and info.start != start) or moved_on:
+            # Reaped before we heard (the pid may be another process's by
+            # now): its parent waited for it.
+            comm = self.kernel.comm_of(pid) or event.comm
+            self.kernel.exit(pid, known_parent, True, comm, final=self._final(event))
             self._reaped(pid)
             return True
         self._reconcile(pid, info)
-        self.kernel.exit(pid, info.ppid, self.host.waiting_for_child(info.ppid), info.comm)
+        waiting = self.host.waiting_for_child(info.ppid)
+        self.kernel.exit(pid, info.ppid, waiting, info.comm)  # still its zombie: the clock reads it exactly
         self._zombies.setdefault(info.ppid, set()).add(pid)
         return True
+
+    def _final(self, event: Exited) -> tuple[int, int] | None:
+        """The exit record's CPU time, where counts come from the host's."""
+        return event.times if self._host_time else None
 
     def _reconcile(self, pid: int, info: HostProcess | None = None) -> None:
         """A process that counted while events were lost: what Linux says its

@@ -345,7 +345,8 @@ def identity_key(pid: int) -> tuple[int, int, int] | None:
     so an unchanged key says: same process, same effective ids."""
     try:
         st = os.stat(f"{PROC}/{pid}")
-    except OSError:
+    except OSError as exc:
+        _gone(exc)
         return None
     return st.st_ino, st.st_uid, st.st_gid
 
@@ -357,7 +358,10 @@ def read_owner(pid: int) -> tuple[int, int] | None:
     try:
         ids = _status_fields(_read(f"{PROC}/{pid}/status"), b"Uid", b"Gid")
         return int(ids[b"Uid"][0]), int(ids[b"Gid"][0])
-    except (OSError, ValueError, IndexError, KeyError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError, KeyError):
         return None
 
 

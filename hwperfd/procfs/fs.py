@@ -482,7 +482,7 @@ class ProcFs(pyfuse3.Operations):
             reply = machine.root_ioctl(self.kernel, call)  # any user may ask
         else:
             raise OSError(errno.ENOTTY, "no ioctl here")
+        self._version += 1  # any call may change what a page shows (a release carries no data)
         if data:
-            self._version += 1
             self._on_controls_changed()
         return reply
