@@ -29,24 +29,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-from hwperfd.counters.kernel import CounterKernel
+from hwperfd.counters.kernel import CounterKernel, Task
 
 
-class HostProcess(Protocol):
-    @property
-    def pid(self) -> int: ...
+class HostProcess(Task, Protocol):
+    """A process as the host reports it (hwperfd.host's ProcessInfo fits)."""
+
     @property
     def ppid(self) -> int: ...
     @property
     def comm(self) -> str: ...
     @property
     def start(self) -> int: ...
-    @property
-    def uid(self) -> int: ...
-    @property
-    def pgid(self) -> int: ...
-    @property
-    def processor(self) -> int: ...
     @property
     def children_ns(self) -> tuple[int, int]: ...
 

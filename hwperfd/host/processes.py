@@ -751,7 +751,10 @@ def read_credentials(pid: int) -> Credentials | None:
         uids = tuple(int(v) for v in f[b"Uid"][:4])
         gids = tuple(int(v) for v in f[b"Gid"][:4])
         return Credentials(uids, gids, len(f.get(b"Groups", [])))  # type: ignore[arg-type]
-    except (OSError, ValueError, KeyError):
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, KeyError):
         return None
 
 

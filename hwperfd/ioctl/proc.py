@@ -41,6 +41,10 @@ class ProcIoctls:
         for cmd, info in InfoIoctls(kernel).commands.items():
             self._commands[cmd] = _on_pid(info)
 
+    def knows(self, cmd: int) -> bool:
+        """An unknown command is ENOTTY whatever the state of the process."""
+        return cmd in self._commands
+
     def __call__(self, pid: int, call: IoctlCall, start: int = 0) -> Reply:
         """``start``: the start time of the process the file was opened on."""
         handler = self._commands.get(call.cmd)
