@@ -61,7 +61,7 @@ ALLOWED = {
     "PIOCGETPREVCTRS": {E.EINVAL, E.ESRCH},
     "PIOCGETEVCTRL": {E.EINVAL, E.ESRCH},
     "PIOCSETEVCTRL": {E.EINVAL, E.ESRCH},
-    "PIOCSAVECCNTRS": {E.ESRCH},
+    "PIOCSAVECCNTRS": {E.ESRCH, E.EINVAL},  # EINVAL: the pid named is not the target's child
     "HWPERFD_PIOCENEVCTRSEX": {E.EINVAL, E.EBUSY, E.ESRCH},
     "HWPERFD_PIOCGETEVCTRLEX": {E.EINVAL, E.ESRCH},
     # IRIX's pointer-carrying forms: a FUSE server cannot follow the pointers.
