@@ -209,7 +209,6 @@ class CounterKernel:
         self._signal = signal
         self._gone = gone  # a process's state went: whatever it was owed goes too
         self._procs: dict[int, _ProcessRecord] = {}
-        self._exited: set[int] = set()  # zombies, looked at before every request
         self._profiles: dict[int, WorkloadProfile] = {}
         self._system: _SystemRecord | None = None
         self._system_generation = 0
@@ -439,7 +438,6 @@ class CounterKernel:
             return
         self._catch_up(record, final)
         record.exited, record.parent = True, parent_pid
-        self._exited.add(pid)
         record.comm = comm or record.comm
         parent = self._procs.get(parent_pid)
         if parent_waiting or (parent is not None and pid in parent.save_children):
@@ -464,7 +462,6 @@ class CounterKernel:
             self._release_system()
         self._procs.pop(pid, None)
         self._profiles.pop(pid, None)
-        self._exited.discard(pid)
         self._gone(pid)
 
     def revoke(self, target: Task) -> bool:
@@ -552,9 +549,6 @@ class CounterKernel:
     def parent_of(self, pid: int) -> int:
         record = self._procs.get(pid)
         return record.parent if record else 0
-
-    def exited(self) -> list[int]:
-        return list(self._exited)
 
     def is_known(self, pid: int) -> bool:
         """Anything kept for ``pid``: counters or a profile."""
