@@ -62,6 +62,7 @@ class _Status:
     pending: int  # mask of pending signals (thread and shared)
     ignored: int
     uids: tuple[int, ...]  # real, effective, saved, fs
+    zombie: bool = False  # exited: every signal is discarded
 
 
 def _status(pid: int) -> _Status | None:
@@ -72,14 +73,17 @@ def _status(pid: int) -> _Status | None:
         return None
     pending = ignored = 0
     uids: tuple[int, ...] = ()
+    zombie = False
     for line in data.split(b"\n"):
-        if line.startswith((b"SigPnd:", b"ShdPnd:")):
+        if line.startswith(b"State:"):
+            zombie = line.split()[1:2] == [b"Z"]
+        elif line.startswith((b"SigPnd:", b"ShdPnd:")):
             pending |= int(line.split()[1], 16)
         elif line.startswith(b"SigIgn:"):
             ignored = int(line.split()[1], 16)
         elif line.startswith(b"Uid:"):
             uids = tuple(int(x) for x in line.split()[1:])
-    return _Status(pending, ignored, uids)
+    return _Status(pending, ignored, uids, zombie)
 
 
 def may_signal(owner: tuple[int, int] | None, uids: tuple[int, ...]) -> bool:
@@ -164,8 +168,8 @@ class SignalSender:
                 continue
             self.looks += 1
             status = _status(target.pid)
-            if status is None or not processes.pidfd_alive(target.pidfd):
-                self.forget(target.pid)
+            if status is None or status.zombie or not processes.pidfd_alive(target.pidfd):
+                self.forget(target.pid)  # an exited process takes no more signals
                 continue
             if not may_signal(target.owner, status.uids):
                 owner = target.owner[0] if target.owner else 0
@@ -192,7 +196,7 @@ class SignalSender:
                     continue
                 self.sent += 1
                 progressed = sent_here = True
-                status = _Status(status.pending | bit, status.ignored, status.uids)
+                status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie)
                 if count <= 1:
                     del target.owed[sig]
                 else:

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import trio
 
@@ -149,4 +150,18 @@ def test_signals_reach_the_process_they_were_armed_for():
         assert child.stdout.readline() == b"3\n"
     finally:
         child.kill()
+        child.wait()
+
+
+def test_signals_owed_to_a_zombie_are_dropped_not_sent():
+    """Its parent has not reaped it yet: a signal would be discarded, so the
+    sender lets the backlog go at once instead of sending it all."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = processes.read_start(child.pid)
+    while open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.01)
+    try:
+        sender = run_sender([owed(child.pid, 5000, start=start)], 0.3)
+        assert sender.sent == 0 and sender.dropped == 5000 and sender.targets() == 0
+    finally:
         child.wait()
