@@ -43,6 +43,11 @@ MAX_HANDLES_PER_USER = 4096
 #: A rendered page is shared by every handle of a file, and rendered again
 #: at most this often unless a request changed something meanwhile.
 PAGE_LIFETIME_NS = 10_000_000
+#: A reader keeps the rendering it started on until it reads to its end, so a
+#: text longer than one read is never torn by another reader's new render;
+#: what an unprivileged user's readers hold that way is capped (past it they
+#: read the shared text as it is).
+MAX_HELD_TEXT_PER_USER = 64 << 20
 
 CONTROL_NAME = b"control"
 CONTROL_INODE = pyfuse3.ROOT_INODE + 1
@@ -84,6 +89,7 @@ class Handle:
     uid: int = 0
     gid: int = 0
     opener: int = 0
+    text: bytes | None = None  # the rendering this reader is part way through
 
     @property
     def key(self) -> tuple[int, int]:
@@ -134,6 +140,7 @@ class ProcFs(pyfuse3.Operations):
         self._pages: dict[tuple[int, int], _Page] = {}  # (pid, start) -> text shared by its readers
         self._per_user: Counter[int] = Counter()  # open process files per unprivileged uid
         self._open_files: Counter[tuple[int, int]] = Counter()  # handles per (pid, start)
+        self._held: Counter[int] = Counter()  # bytes of text held by each unprivileged uid's readers
         self._version = 0  # bumped by whatever may change what a page shows
         self._next_fh = 1
         self._started = time.time_ns()
@@ -316,16 +323,42 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EINVAL)  # proc(4): no read(2) on pinfo files
         handle = self._process_handle(fh, errno.ENOENT)
         self._check_reader(handle)
+        text = handle.text if off else None
+        if text is None:
+            text = self._page(handle, fresh=off == 0)
+            self._hold(handle, text)
+        if off + size >= len(text):
+            self._hold(handle, None)  # read to the end: let it go
+        return text[off : off + size]
+
+    def _page(self, handle: Handle, fresh: bool) -> bytes:
+        """The text shared by every reader of ``handle``'s file; rendered again
+        (at offset 0) only if something moved, so a reader that rereads
+        offset 0 in a loop gets the shared text, not a new render."""
         page = self._pages.get(handle.key)
         if page is None:
             page = self._pages[handle.key] = _Page(b"", (-1, -1))
-        # Rendered again at offset 0 only if something moved: a reader that
-        # rereads offset 0 in a loop gets the shared text, not a new render.
         stamp = (self._version, time.monotonic_ns() // PAGE_LIFETIME_NS)
-        if off == 0 and page.stamp != stamp or not page.text:
+        if fresh and page.stamp != stamp or not page.text:
             page.text = self._render(handle).encode()
             page.stamp = stamp
-        return page.text[off : off + size]
+        return page.text
+
+    def _hold(self, handle: Handle, text: bytes | None) -> None:
+        """Let ``handle`` keep ``text`` (a reference to the shared bytes, not a
+        copy) while it reads on, within its user's cap."""
+        if handle.text is not None and handle.uid:
+            self._held[handle.uid] -= len(handle.text)
+            if not self._held[handle.uid]:
+                del self._held[handle.uid]
+        handle.text = None
+        if text is None:
+            return
+        if handle.uid:
+            if self._held[handle.uid] + len(text) > MAX_HELD_TEXT_PER_USER:
+                return
+            self._held[handle.uid] += len(text)
+        handle.text = text
 
     async def write(self, fh, off, buf):
         if pinfo.owns(self._handle(fh).inode):
@@ -368,6 +401,7 @@ class ProcFs(pyfuse3.Operations):
         handle = self._handles.pop(fh, None)
         if handle is None:
             return
+        self._hold(handle, None)
         if handle.pidfd >= 0:
             os.close(handle.pidfd)
             if handle.uid:

@@ -130,3 +130,24 @@ def test_reaped_process_file_answers_esrch_even_to_root(manual_mount):
             assert info.value.errno == errno.ESRCH
     finally:
         pc.close()
+
+
+def test_a_reader_part_way_through_a_long_text_is_not_torn_by_another(counters, manual_mount):
+    """Readers share one rendering of a file; one that has read part of it
+    keeps that rendering to its end, even when another reader renders the
+    file anew after the counts moved."""
+    from hwperfd.client import user
+
+    counters.enable({slot: user(slot % 16) for slot in range(32)})  # a text of several reads
+    path = manual_mount.path / f"{os.getpid():05d}"
+    first = os.open(path, os.O_RDONLY)
+    try:
+        head = os.pread(first, 100, 0)
+        manual_mount.control(f"advance {os.getpid()} 1ms")  # 200 000 cycles in slot 0
+        fresh = path.read_bytes()
+        rest = os.pread(first, 1 << 16, 100)
+    finally:
+        os.close(first)
+    assert len(fresh) > 1000 and b" 200000 " in fresh
+    assert b" 200000 " not in head + rest  # what the first reader began on, whole
+    assert (head + rest).count(b"\n") == fresh.count(b"\n")
