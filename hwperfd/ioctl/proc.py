@@ -41,16 +41,16 @@ class ProcIoctls:
         for cmd, info in InfoIoctls(kernel).commands.items():
             self._commands[cmd] = _on_pid(info)
 
-    def knows(self, cmd: int) -> bool:
-        """An unknown command is ENOTTY whatever the state of the process."""
-        return cmd in self._commands
-
-    def __call__(self, pid: int, call: IoctlCall, start: int = 0) -> Reply:
-        """``start``: the start time of the process the file was opened on."""
+    def __call__(self, pid: int, call: IoctlCall, start: int = 0, gone: bool = False) -> Reply:
+        """``start``: the start time of the process the file was opened on;
+        ``gone``: that process has been reaped.  An unknown command is ENOTTY
+        whatever the state of the process; a known one on a gone process ESRCH."""
         handler = self._commands.get(call.cmd)
         if handler is None:
             raise UnknownCommand(call.cmd)
         try:
+            if gone:
+                raise NoSuchProcess(f"pid {pid} is gone")
             return handler(Target(pid, start), call)
         except CounterError as exc:
             raise to_oserror(exc) from None

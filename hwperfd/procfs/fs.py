@@ -25,7 +25,7 @@ from hwperfd.host import processes
 from hwperfd.ioctl.calls import IoctlCall
 from hwperfd.ioctl import faults
 from hwperfd.ioctl import machine
-from hwperfd.ioctl.errno_map import UnknownCommand, errno_of
+from hwperfd.ioctl.errno_map import errno_of
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
 from hwperfd.counters.percpu import GlobalCounters
@@ -507,13 +507,10 @@ class ProcFs(pyfuse3.Operations):
             handle = self._handles.get(fh)
             if handle is None or handle.inode != ino:
                 raise OSError(errno.EBADF, "not an open process file")
-            if not self._proc_ioctls.knows(cmd):
-                raise UnknownCommand(cmd)
             self._catch_up_events(handle.pid)
-            if not processes.pidfd_alive(handle.pidfd):
-                raise OSError(errno.ESRCH, f"pid {handle.pid} is gone")
             self.faults.check(handle.pid, cmd)
-            reply = self._proc_ioctls(handle.pid, call, handle.start)
+            gone = not processes.pidfd_alive(handle.pidfd)
+            reply = self._proc_ioctls(handle.pid, call, handle.start, gone=gone)
         elif ino == pyfuse3.ROOT_INODE:
             reply = machine.root_ioctl(self.kernel, call)  # any user may ask
         else:
