@@ -527,6 +527,18 @@ class CounterKernel:
         record.children_ns = (record.children_ns[0] + extra[0], record.children_ns[1] + extra[1])
         return (extra[0], extra[1])
 
+    def saving(self, pid: int) -> frozenset[int]:
+        """The children PIOCSAVECCNTRS named on ``pid`` that have not exited yet."""
+        record = self._procs.get(pid)
+        return frozenset(record.save_children) if record else frozenset()
+
+    def unsave(self, parent_pid: int, child_pid: int) -> None:
+        """A named child exited with nothing to fold (it never counted): the
+        name goes, so the set stays as small as the parent's living children."""
+        record = self._procs.get(parent_pid)
+        if record is not None:
+            record.save_children.discard(child_pid)
+
     def descendants(self, pid: int) -> list[tuple[int, str, tuple[int, ...]]]:
         """Processes whose counts were folded into ``pid``, each with its own counts."""
         record = self._procs.get(pid)

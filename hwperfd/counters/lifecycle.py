@@ -161,6 +161,8 @@ class Lifecycle:
     def _exited(self, event: Exited) -> bool:
         pid = event.pid
         if not self.kernel.is_tracked(pid):
+            if event.parent:
+                self.kernel.unsave(event.parent, pid)
             if self.kernel.has_profile(pid):
                 self.kernel.forget(pid)
                 return True

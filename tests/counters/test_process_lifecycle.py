@@ -378,3 +378,16 @@ def test_a_profile_goes_with_its_process(kernel, life, host):
     kernel.set_profile(100, WorkloadProfile.parse("memory"))
     life.apply([Exited(100, 1)])
     assert not kernel.has_profile(100)
+
+
+def test_children_named_for_saving_that_never_counted_leave_the_set_when_they_exit(kernel, life, host):
+    parent = host.spawn(100, 1)
+    for child in range(200, 300):
+        host.spawn(child, 100)
+        kernel.save_child_counts(caller(parent), parent, child)
+    assert len(kernel.saving(100)) == 100
+    for child in range(200, 300):
+        host.die(child)
+        life.apply([Exited(child, 100)])
+        host.reap(child)
+    assert kernel.saving(100) == frozenset()
