@@ -132,7 +132,8 @@ _PRUSAGE_SCALARS_1 = (
 ).split()
 _PRUSAGE_SCALARS_2 = "pu_size pu_rss pu_inblock pu_oublock pu_vfault pu_ktlb".split()
 
-hwperf_prusage_t = Struct(
+# IRIX's prusage_t (structs.prinfo) is these fields; hwperf_prusage_t adds the counters.
+_PRUSAGE_FIELDS = (
     "pu_tstamp" / timespec_t,
     "pu_starttime" / timespec_t,
     "pu_utime" / timespec_t,
@@ -141,6 +142,10 @@ hwperf_prusage_t = Struct(
     "pu_graph_req" / Array(8, Int64ul),
     "pu_graph_wait" / Array(8, Int64ul),
     *[name / Int64ul for name in _PRUSAGE_SCALARS_2],
+)
+
+hwperf_prusage_t = Struct(
+    *_PRUSAGE_FIELDS,
     "pu_cpu_mon" / cpu_mon_t,
 )
 

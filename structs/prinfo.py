@@ -20,7 +20,7 @@ from construct import (
     Struct,
 )
 
-from structs.hwperftypes import _PRUSAGE_SCALARS_1, _PRUSAGE_SCALARS_2, timespec_t
+from structs.hwperftypes import _PRUSAGE_FIELDS, timespec_t
 from structs.procfs import _IOR
 
 PRARGSZ = 80  # pr_psargs: first characters of the argument list
@@ -72,16 +72,7 @@ prpsinfo_t = Struct(
 
 # prusage_t: hwperf_prusage_t without the counter block (r10k_counters(5)
 # lists the same fields, then cpu_mon_t).
-prusage_t = Struct(
-    "pu_tstamp" / timespec_t,
-    "pu_starttime" / timespec_t,
-    "pu_utime" / timespec_t,
-    "pu_stime" / timespec_t,
-    *[name / Int64ul for name in _PRUSAGE_SCALARS_1],
-    "pu_graph_req" / Array(8, Int64ul),
-    "pu_graph_wait" / Array(8, Int64ul),
-    *[name / Int64ul for name in _PRUSAGE_SCALARS_2],
-)
+prusage_t = Struct(*_PRUSAGE_FIELDS)
 
 # pr_mflags
 MA_READ = 0x0001
