@@ -102,7 +102,8 @@ class Daemon:
         return [
             f"process events lost {self.lifecycle.rescans} times (rescanned), "
             f"children's time recovered {self.lifecycle.credited_ns} ns",
-            f"overflow signals sent {self.signals.sent}, dropped {self.signals.dropped}, merged {self.signals.merged}",
+            f"overflow signals sent {self.signals.sent}, dropped {self.signals.dropped}"
+            f" ({self.signals.refused} past a user's target cap), merged {self.signals.merged}",
         ]
 
     def _wake_tick(self) -> None:

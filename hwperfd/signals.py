@@ -19,7 +19,9 @@ merge, as pending signals did on IRIX; a signal the target ignores is
 dropped at once (delivering it would do nothing); and each target that still
 has the last one pending (blocked, or a slow handler) is looked at less and
 less often, down to once per ``MAX_BACKOFF`` seconds, so a thousand blocked
-targets cost what one does.
+targets cost what one does; and one unprivileged user has signals owed to at
+most ``MAX_TARGETS_PER_USER`` processes and threads at a time (each holds a
+pidfd): past that, new targets' signals are dropped and counted.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from hwperfd.host import processes
 log = logging.getLogger(__name__)
 
 MAX_OWED = 10_000  # per (process, signal): 5 s of delivery at full speed
+MAX_TARGETS_PER_USER = 4096  # processes and threads one unprivileged user has signals owed to
 MIN_POLL = 0.0005
 MAX_POLL = 0.01  # the IRIX clock tick
 MAX_BACKOFF = 1.0  # longest a target with its signal still pending waits for a look
@@ -98,13 +101,16 @@ def may_signal(owner: tuple[int, int] | None, uids: tuple[int, ...]) -> bool:
 
 
 class SignalSender:
-    def __init__(self) -> None:
+    def __init__(self, max_per_user: int = MAX_TARGETS_PER_USER) -> None:
+        self.max_per_user = max_per_user
+        self._per_user: dict[int, int] = {}  # targets per unprivileged uid that armed them
         self._targets: dict[tuple[int, int, int], _Target] = {}  # (pid, start, tid)
         self._by_pid: dict[int, set[tuple[int, int, int]]] = {}
         self._wakeup = trio.Event()
         self.sent = 0
         self.merged = 0  # owed beyond MAX_OWED, let go
         self.dropped = 0  # owed to processes that went, ignored them, or left the owner's reach
+        self.refused = 0  # of those: owed past the per-user target cap
         self.polls = 0
         self.looks = 0  # status reads of targets
 
@@ -122,9 +128,20 @@ class SignalSender:
             if pidfd is None:
                 self.dropped += owed.count
                 return
+            uid = owed.owner[0] if owed.owner else 0
+            if uid and self._per_user.get(uid, 0) >= self.max_per_user:
+                # Each target holds a pidfd: one user cannot take the daemon's descriptors.
+                os.close(pidfd)
+                self.dropped += owed.count
+                self.refused += owed.count
+                return
             target = self._targets[key] = _Target(owed.pid, owed.start, owed.tid, owed.owner, pidfd, {})
             self._by_pid.setdefault(owed.pid, set()).add(key)
-        target.owner = owed.owner
+            self._count(target, +1)
+        if target.owner != owed.owner:
+            self._count(target, -1)
+            target.owner = owed.owner
+            self._count(target, +1)
         total = target.owed.get(owed.signal, 0) + owed.count
         if total > MAX_OWED:
             self.merged += total - MAX_OWED
@@ -157,6 +174,17 @@ class SignalSender:
     def _drop(self, target: _Target) -> None:
         self.dropped += sum(target.owed.values())
         os.close(target.pidfd)
+        self._count(target, -1)
+
+    def _count(self, target: _Target, step: int) -> None:
+        """Keep the per-user count of targets (root's are not counted)."""
+        uid = target.owner[0] if target.owner else 0
+        if uid:
+            left = self._per_user.get(uid, 0) + step
+            if left > 0:
+                self._per_user[uid] = left
+            else:
+                self._per_user.pop(uid, None)
 
     def _forget_target(self, target: _Target) -> None:
         """Let one target go (a process's, or one thread's)."""

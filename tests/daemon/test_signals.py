@@ -217,3 +217,26 @@ def test_a_thread_signal_reaches_that_thread_and_never_a_later_one_with_its_tid(
     finally:
         child.kill()
         child.wait()
+
+
+def test_one_user_can_have_signals_owed_to_only_so_many_targets_at_a_time():
+    children = [spawn(BLOCKS_SIGUSR1) for _ in range(3)]
+    try:
+
+        async def main():
+            sender = SignalSender(max_per_user=2)
+            for child in children:
+                sender.owe(owed(child.pid, 5, owner=(65534, 65534)))
+            sender.owe(owed(os.getpid(), 0, owner=None))  # root's targets are not counted
+            assert sender.targets() == 3 and sender.refused == 5
+            sender.forget(children[0].pid)
+            sender.owe(owed(children[2].pid, 5, owner=(65534, 65534)))  # room again
+            assert sender.targets() == 3 and sender.refused == 5
+            sender.owe(owed(children[0].pid, 1, owner=(65534, 65534)))
+            assert sender.refused == 6
+
+        trio.run(main)
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
