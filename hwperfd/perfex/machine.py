@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwperfd.client import ProcessCounters, require_mount, user
-from hwperfd.cpu.pmu import CPU_TYPES
+from hwperfd.cpu.events import CPU_TYPE_DATA
 from hwperfd.perfex.costs import cpu_label
 
 CPU_LINE = re.compile(r"^cpu (\S+) x(\d+) @ ([0-9.]+) MHz", re.M)
@@ -39,7 +39,7 @@ class Machine:
 
 def parse_cpu_line(text: str) -> tuple[str, int, float] | None:
     match = CPU_LINE.search(text)
-    if not match or match.group(1) not in CPU_TYPES:
+    if not match or match.group(1) not in CPU_TYPE_DATA:
         return None
     return match.group(1), int(match.group(2)), float(match.group(3))
 
@@ -77,4 +77,4 @@ def _probe(root: Path) -> tuple[str, int, float] | None:
 
 def offline(cpu_type: str) -> Machine:
     """A machine described without asking hwperfd (listing, cost tables)."""
-    return Machine(None, cpu_type, float(CPU_TYPES[cpu_type].default_mhz), 0)
+    return Machine(None, cpu_type, float(CPU_TYPE_DATA[cpu_type][0]), 0)

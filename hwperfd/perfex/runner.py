@@ -28,7 +28,6 @@ import re
 import signal
 import sys
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -137,11 +136,11 @@ class _Counting:
         counts, active, enabled = self._stopped_at
         self._stopped_at = None
         usage = self.counters.read_usage()
-        monitor = usage.fields.pu_cpu_mon
+        now_active = usage.active_ns
         for slot in range(SLOTS):
             self.raw[slot] += max(0, usage.counts[slot] - counts[slot])
-            self.active[slot] += max(0, monitor.cm_active_ns[slot] - active[slot])
-        self.enabled += max(0, monitor.cm_enabled_ns - enabled)
+            self.active[slot] += max(0, now_active[slot] - active[slot])
+        self.enabled += max(0, usage.enabled_ns - enabled)
 
 
 def run(
@@ -419,6 +418,8 @@ class Projected:
 
 
 def _scale(value: int, numerator: int, denominator: int) -> int:
+    from fractions import Fraction  # only -a scales: not imported on every run
+
     exact = Fraction(value * numerator, denominator)
     return int(exact + Fraction(1, 2))  # round half up; counts are non-negative
 
