@@ -31,10 +31,12 @@ times ``ls`` and ``ls -l`` of a fresh hwperfd mount against the same of
 /proc, interleaved; the figure is the median, the targets 3x and 5x.  One
 listing more after the owners' 1 s lifetime has lapsed shows that cost.
 
-Part 4 (perfex start-up).  ``python3 -m hwperfd.perfex -e 0 true`` against
-``perf stat -e task-clock true`` (or a compiled fork/exec/wait of true,
-bench/forkexec.c, where perf cannot count), and the interpreter alone;
-median of interleaved runs, target 6x.
+Part 4 (perfex start-up).  ``perfex -e 0 true`` as installed (the -I -S
+launcher of hwperfd.perfex.launcher, bytecode compiled) against ``perf stat
+-e task-clock true`` (or a compiled fork/exec/wait of true, bench/forkexec.c,
+where perf cannot count); for reference the interpreter alone with and
+without site, and ``python3 -m hwperfd.perfex`` (site and its .pth hooks
+first); median of interleaved runs, target 6x.
 
 Everything is unmounted at the end, even on error (SIGTERM, then
 fusermount3 -u -z), and the idle children are killed.  Needs root.  Exit
@@ -461,10 +463,10 @@ STARTUP_TARGET = 6.0
 
 
 def startup(args, tmp: Path) -> StartupResult:
-    """Wall time of ``perfex -e 0 true`` (as installed: the interpreter with
-    its site start-up, then hwperfd.perfex) against ``perf stat -e
-    task-clock true``, or a compiled fork/exec/wait of ``true`` where perf
-    cannot count; and the interpreter alone for reference."""
+    """Wall time of ``perfex -e 0 true`` (as installed: the launcher) against
+    ``perf stat -e task-clock true``, or a compiled fork/exec/wait of
+    ``true`` where perf cannot count; and for reference the interpreter
+    alone and perfex started through site."""
     daemon = start_hwperfd(tmp, "manual", args.cpus, tag="-startup")
     try:
         env = {**os.environ, "HWPERFD_MOUNT": str(daemon.mount), "PYTHONPATH": str(ROOT)}
@@ -475,10 +477,19 @@ def startup(args, tmp: Path) -> StartupResult:
             exe = tmp / "forkexec"
             subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", exe, BENCH / "forkexec.c"], check=True)
             baseline, base_argv = "C fork/exec/wait of true", [str(exe)]
+        # perfex as scripts/install.sh installs it: the -I -S launcher, with
+        # the package's bytecode compiled (as pip compiles it on install).
+        from hwperfd.perfex import launcher
+
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "hwperfd"), str(ROOT / "structs")],
+                       check=True, stdout=subprocess.DEVNULL)
+        launcher.write(str(tmp / "perfex"), root=str(ROOT))
         runs = {
-            "perfex -e 0 true": [sys.executable, "-m", "hwperfd.perfex", "-e", "0", "true"],
+            "perfex -e 0 true": [str(tmp / "perfex"), "-e", "0", "true"],
             baseline: base_argv,
             "python3 -c pass": [sys.executable, "-c", "pass"],
+            "python3 -IS -c pass": [sys.executable, "-IS", "-c", "pass"],
+            "python3 -m hwperfd.perfex -e 0 true": [sys.executable, "-m", "hwperfd.perfex", "-e", "0", "true"],
         }
         check = subprocess.run(runs["perfex -e 0 true"], env=env, capture_output=True, text=True, check=False)
         if check.returncode != 0:
@@ -493,7 +504,9 @@ def startup(args, tmp: Path) -> StartupResult:
         ratio = result.figure("perfex -e 0 true") / result.figure(baseline)
         log(f"  perfex -e 0 true {result.figure('perfex -e 0 true'):6.1f} ms, {baseline} "
             f"{result.figure(baseline):6.1f} ms: {ratio:5.2f}x (target {STARTUP_TARGET:g}x: "
-            f"{'PASS' if ratio <= STARTUP_TARGET else 'MISS'}); python3 -c pass {result.figure('python3 -c pass'):6.1f} ms")
+            f"{'PASS' if ratio <= STARTUP_TARGET else 'MISS'}); python3 -c pass {result.figure('python3 -c pass'):6.1f} ms, "
+            f"python3 -IS -c pass {result.figure('python3 -IS -c pass'):6.1f} ms, python3 -m hwperfd.perfex -e 0 true "
+            f"{result.figure('python3 -m hwperfd.perfex -e 0 true'):6.1f} ms")
         return result
     finally:
         stop_server(daemon)
@@ -542,7 +555,10 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
         lines.append(f"perfex start-up, median of {len(up.times[up.baseline])}: perfex -e 0 true {mine:.1f} ms, "
                      f"{up.baseline} {base:.1f} ms: {mine / base:.2f}x "
                      f"({'PASS' if mine / base <= STARTUP_TARGET else 'MISS'} <= {STARTUP_TARGET:g}x); "
-                     f"the interpreter alone (python3 -c pass) {up.figure('python3 -c pass'):.1f} ms")
+                     f"the interpreter alone (python3 -c pass) {up.figure('python3 -c pass'):.1f} ms, "
+                     f"without site (python3 -IS -c pass) {up.figure('python3 -IS -c pass'):.1f} ms; "
+                     f"perfex through site (python3 -m hwperfd.perfex -e 0 true) "
+                     f"{up.figure('python3 -m hwperfd.perfex -e 0 true'):.1f} ms")
     lines.append(f"load average at the end: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     return "\n".join(lines)
 

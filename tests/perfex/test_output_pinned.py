@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hwperfd.perfex import launcher
 from tests.conftest import ROOT
 from tests.perfex.conftest import drive, run_perfex
 
@@ -46,6 +47,16 @@ STATIC = [
 ]
 
 
+@pytest.fixture(scope="module", params=["module", "launcher"])
+def how(request, shared_tmp) -> list[str] | None:
+    """perfex as ``python3 -m hwperfd.perfex``, and through the -I -S launcher."""
+    if request.param == "module":
+        return None
+    path = shared_tmp / "perfex-launcher"
+    launcher.write(str(path), root=str(ROOT))
+    return [str(path)]
+
+
 def _normal(text: str, waiter: Path, mount: Path, pid: int | None = None) -> str:
     """The parts that differ from run to run: paths and the command's pid."""
     text = text.replace(str(waiter), "WAITER").replace(str(mount), "MOUNT")
@@ -63,15 +74,39 @@ def _check(name: str, text: str) -> None:
     assert text == path.read_text(), f"perfex's output for {name} changed"
 
 
+def test_the_launcher_starts_perfex_without_site_from_the_tree_it_names(shared_tmp, manual_mount):
+    path = shared_tmp / "perfex-launcher-check"
+    launcher.write(str(path), root=str(ROOT))
+    first = path.read_text().splitlines()[0]
+    assert first == f"#!{sys.executable} -IS" and os.access(path, os.X_OK)
+    # -I: PYTHONPATH pointing elsewhere changes nothing; -S: no site module.
+    env = {**manual_mount.env(), "PYTHONPATH": "/nonexistent", "PYTHONSTARTUP": "/nonexistent"}
+    probe = shared_tmp / "probe.py"
+    probe.write_text(path.read_text().replace(
+        "sys.exit(main())", "import hwperfd; print(sys.flags.no_site, sys.flags.isolated, hwperfd.__file__)"
+    ))  # fmt: skip
+    probe.chmod(0o755)
+    out = subprocess.run([str(probe)], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "1", str(ROOT / "hwperfd" / "__init__.py")]
+    result = subprocess.run([str(path), "--list"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.startswith("Events of the MIPS R10000 CPU")
+
+
+def test_the_launcher_refuses_a_relative_interpreter(tmp_path):
+    with pytest.raises(ValueError, match="absolute"):
+        launcher.write(str(tmp_path / "perfex"), python="python3")
+    assert not (tmp_path / "perfex").exists()
+
+
 @pytest.mark.parametrize("name,args,user", DRIVEN, ids=[d[0] for d in DRIVEN])
-def test_reports_are_byte_identical_to_the_recorded_ones(perfex, programs, manual_mount, name, args, user):
-    code, report, pid = drive(perfex, args, [programs.waiter, "3"], user=user)
+def test_reports_are_byte_identical_to_the_recorded_ones(perfex, programs, manual_mount, how, name, args, user):
+    code, report, pid = drive(perfex, args, [programs.waiter, "3"], user=user, launcher=how)
     assert code == 3, report
     _check(name, _normal(report, programs.waiter, manual_mount.path, pid))
 
 
 @pytest.mark.parametrize("name,args", STATIC, ids=[s[0] for s in STATIC])
-def test_descriptions_are_byte_identical_to_the_recorded_ones(manual_mount, programs, name, args):
-    result = run_perfex(manual_mount, *args)
+def test_descriptions_are_byte_identical_to_the_recorded_ones(manual_mount, programs, how, name, args):
+    result = run_perfex(manual_mount, *args, command=how)
     text = f"status {result.returncode}\n--- stdout\n{result.stdout}--- stderr\n{result.stderr}"
     _check(name, _normal(text, programs.waiter, manual_mount.path))
