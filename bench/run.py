@@ -349,6 +349,35 @@ class IdleResult:
     cpu: float
     cpu_stat: float
     rss: int
+    enable_s: float = 0.0  # enabling counters on every process, one client, one after the other
+    sweep: str = ""  # the daemon's account of its last sweep (control node)
+
+    @property
+    def rss_per_proc(self) -> float:
+        """KiB of daemon RSS per idle counting process."""
+        return (self.rss - self.base_rss) / self.procs if self.procs else 0.0
+
+
+SWEEP = re.compile(r"^sweep every .*$", re.M)
+
+
+def last_sweep(mount: Path) -> str:
+    """The daemon's line on its last sweep, from the control node."""
+    match = SWEEP.search((mount / "control").read_text())
+    return match.group(0) if match else "sweep: not reported"
+
+
+def sweep_checked(line: str) -> int:
+    match = re.search(r"checked (\d+) processes", line)
+    return int(match.group(1)) if match else 0
+
+
+def sweep_share(line: str) -> str:
+    """The sweep's CPU as an average share of one core over its interval."""
+    match = re.search(r"every ([0-9.]+) s: the last checked \d+ processes in ([0-9.]+) ms", line)
+    if not match:
+        return "?"
+    return f"{100 * float(match.group(2)) / 1000 / float(match.group(1)):.3f}%"
 
 
 def idle_load(args, tmp: Path, clock: str) -> IdleResult:
@@ -368,12 +397,21 @@ def idle_load(args, tmp: Path, clock: str) -> IdleResult:
         for pid in pids:
             with ProcessCounters(pid, mount=daemon.mount) as counters:
                 counters.enable({0: user(0)})
-        log(f"  enabled counters on {len(pids)} processes in {time.monotonic() - t0:.2f} s")
+        enable_s = time.monotonic() - t0
+        log(f"  enabled counters on {len(pids)} processes in {enable_s:.2f} s")
         time.sleep(1)
         cpu, cpu_stat = measure_cpu(daemon.pid, args.idle_seconds)
         rss = rss_kib(daemon.pid)
         log(f"  {args.procs} enabled, idle: CPU {cpu:5.2f}% of one core over {args.idle_seconds:g} s "
-            f"(stat utime+stime {cpu_stat:5.2f}%), RSS {rss / 1024:.1f} MiB")
+            f"(stat utime+stime {cpu_stat:5.2f}%), RSS {rss / 1024:.1f} MiB "
+            f"({(rss - base_rss) / max(1, args.procs):.2f} KiB per process)")
+        sweep = last_sweep(daemon.mount)
+        if args.procs >= 1000:  # wait for a sweep over all of them (once a minute)
+            deadline = time.monotonic() + 65
+            while time.monotonic() < deadline and sweep_checked(sweep) < args.procs:
+                time.sleep(1)
+                sweep = last_sweep(daemon.mount)
+        log(f"  {sweep}")
         for pid in pids[:3]:  # spot check: still enabled
             with ProcessCounters(pid, mount=daemon.mount) as counters:
                 generation, _ = counters.read()
@@ -381,7 +419,7 @@ def idle_load(args, tmp: Path, clock: str) -> IdleResult:
                 raise RuntimeError(f"pid {pid}: generation {generation}, expected 1")
         if daemon.process.poll() is not None:
             raise RuntimeError(f"hwperfd died:\n{daemon.log.read_text()}")
-        return IdleResult(clock, args.procs, base_cpu, base_rss, cpu, cpu_stat, rss)
+        return IdleResult(clock, args.procs, base_cpu, base_rss, cpu, cpu_stat, rss, enable_s, sweep)
     finally:
         if write_end >= 0:
             os.close(write_end)  # the children read EOF and exit
@@ -542,7 +580,9 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
     for r in idle:
         lines.append(f"idle load, {r.clock} clock: {r.procs} idle processes with counters enabled: "
                      f"daemon CPU {r.cpu:.2f}% of one core, RSS {r.rss / 1024:.1f} MiB "
-                     f"(nothing enabled: {r.base_cpu:.2f}%, {r.base_rss / 1024:.1f} MiB)")
+                     f"(nothing enabled: {r.base_cpu:.2f}%, {r.base_rss / 1024:.1f} MiB): "
+                     f"{r.rss_per_proc:.2f} KiB per process; enabling them all from one client {r.enable_s:.1f} s; "
+                     f"{r.sweep} (on average {sweep_share(r.sweep)} of one core)")
     if lst is not None:
         for name, target in LISTING_TARGETS.items():
             mine, proc = lst.figure(f"{name} <mount>"), lst.figure(f"{name} /proc")

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import logging
 import signal
+import time
 from fractions import Fraction
 from typing import Awaitable, Callable
 
@@ -69,6 +70,8 @@ class Daemon:
         # exited: the periodic tasks sleep on these while they have no work.
         self._controls_changed: trio.Event | None = None
         self._exits_seen: trio.Event | None = None
+        # The last sweep: processes it checked and the daemon's CPU time it took.
+        self.swept: tuple[int, int] = (0, 0)
         self.fs = ProcFs(
             self.kernel,
             clock=self.clock,
@@ -89,6 +92,8 @@ class Daemon:
             f"process events lost {self.lifecycle.rescans} times (rescanned), "
             f"children's time recovered {self.lifecycle.credited_ns} ns",
             f"overflow signals sent {self.signals.sent}, dropped {self.signals.dropped}, merged {self.signals.merged}",
+            f"sweep every {SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL:g} s: "
+            f"the last checked {self.swept[0]} processes in {self.swept[1] / 1e6:.1f} ms of CPU",
         ]
 
     def _wake_tick(self) -> None:
@@ -134,11 +139,13 @@ class Daemon:
         while True:
             await trio.sleep(SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL)
             self._catch_up_events()
+            began, checked = time.thread_time_ns(), len(self.kernel.known())
             if self.lifecycle.sweep():
                 self.fs.changed()
             for pid in self.fs.faults.pids():
                 if not processes.exists(pid):
                     self.fs.faults.forget(pid)
+            self.swept = (checked, time.thread_time_ns() - began)
 
     async def _tick(self) -> None:
         """Catch up processes that asked for overflow signals, every clock tick
