@@ -169,8 +169,12 @@ class ProcessCounters(_MountFile):
 
     def __init__(self, pid: int | None = None, *, mount: Path | str | None = None, writable: bool = True):
         self.pid = os.getpid() if pid is None else pid
-        root = require_mount(Path(mount) if mount else None)
-        super().__init__(root / f"{self.pid:05d}", os.O_RDWR if writable else os.O_RDONLY)
+        root = Path(mount) if mount else mount_point()
+        try:
+            super().__init__(root / f"{self.pid:05d}", os.O_RDWR if writable else os.O_RDONLY)
+        except OSError:
+            require_mount(root)  # checked only when the open fails: one FUSE look-up less per open
+            raise
 
     def enable(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:
         """PIOCENEVCTRS: start counting; returns the generation number."""

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwperfd.client import ProcessCounters, require_mount, user
+from hwperfd.client import ProcessCounters, mount_point, require_mount, user
 from hwperfd.cpu.events import CPU_TYPE_DATA
 from hwperfd.perfex.costs import cpu_label
 
@@ -46,12 +46,15 @@ def parse_cpu_line(text: str) -> tuple[str, int, float] | None:
 
 def detect(mount: Path | str | None = None) -> Machine:
     """Ask the mounted hwperfd; raises client.NotMounted or MachineUnknown."""
-    root = require_mount(Path(mount) if mount else None)
+    root = Path(mount) if mount else mount_point()
     found = None
     try:
         found = parse_cpu_line((root / "control").read_text())
     except PermissionError:
         found = _probe(root)
+    except OSError:
+        require_mount(root)  # checked only when the read fails: one FUSE look-up less
+        raise
     if found is None:
         raise MachineUnknown(f"hwperfd at {root} did not report its CPU type")
     cpu_type, cpus, mhz = found

@@ -181,12 +181,12 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
     spawned = _spawn_inheriting(argv, plan, mount, old_mask, counted=not control)
     if spawned is None:
         return _run_forked(argv, plan, mount, control, forwarded, waited, old_mask, notice)
-    pid, generation = spawned
-    counters = None
+    pid, generation, counters = spawned
     status = None
     try:
         try:
-            counters = ProcessCounters(pid, mount=mount)
+            if counters is None:
+                counters = ProcessCounters(pid, mount=mount)
             counting = _Counting(counters, plan, notice)
             if not control:
                 counting.inherited(generation)
@@ -200,9 +200,10 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
     return _measurement(pid, status, counting, summary, comm)
 
 
-def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, int] | None:
-    """Spawn the command counted from birth (its pid and generation), or None
-    where perfex must fall back to forking and enabling the child."""
+def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, int, ProcessCounters | None] | None:
+    """Spawn the command counted from birth (its pid, generation and, when
+    already open, its file), or None where perfex must fall back to forking
+    and enabling the child."""
     generation = 0
     if counted:
         try:
@@ -225,10 +226,13 @@ def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, 
             # Served after hwperfd has applied the fork: the child keeps its copy.
             with ProcessCounters(mount=mount) as own:
                 own.release()
-    if counted and not _inherited(pid, mount, generation):
+    if not counted:
+        return pid, generation, None
+    inherited, child = _inherited(pid, mount, generation)
+    if not inherited:
         # No fork inheritance here: count from now on.
-        return pid, 0
-    return pid, generation
+        return pid, 0, child
+    return pid, generation, child
 
 
 def _system_mode(own: ProcessCounters) -> bool:
@@ -239,12 +243,17 @@ def _system_mode(own: ProcessCounters) -> bool:
     return False
 
 
-def _inherited(pid: int, mount: Path, generation: int) -> bool:
+def _inherited(pid: int, mount: Path, generation: int) -> tuple[bool, ProcessCounters | None]:
+    """Whether the command inherited counters of ``generation``, and its file
+    (kept open for the run: one open and look-up less)."""
     try:
-        with ProcessCounters(pid, mount=mount) as child:
-            return child.control()[0] == generation
+        child = ProcessCounters(pid, mount=mount)
     except OSError:
-        return False
+        return False, None
+    try:
+        return child.control()[0] == generation, child
+    except OSError:
+        return False, child
 
 
 def _spawn(argv: list[str], old_mask) -> int:
