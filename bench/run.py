@@ -368,13 +368,14 @@ def last_sweep(mount: Path) -> str:
 
 
 def sweep_checked(line: str) -> int:
-    match = re.search(r"checked (\d+) processes", line)
+    """How many processes the daemon kept when it last swept."""
+    match = re.search(r"checked \d+ of (\d+) processes", line)
     return int(match.group(1)) if match else 0
 
 
 def sweep_share(line: str) -> str:
     """The sweep's CPU as an average share of one core over its interval."""
-    match = re.search(r"every ([0-9.]+) s: the last checked \d+ processes in ([0-9.]+) ms", line)
+    match = re.search(r"every ([0-9.]+) s: the last checked \d+ of \d+ processes in ([0-9.]+) ms", line)
     if not match:
         return "?"
     return f"{100 * float(match.group(2)) / 1000 / float(match.group(1)):.3f}%"
@@ -406,7 +407,7 @@ def idle_load(args, tmp: Path, clock: str) -> IdleResult:
             f"(stat utime+stime {cpu_stat:5.2f}%), RSS {rss / 1024:.1f} MiB "
             f"({(rss - base_rss) / max(1, args.procs):.2f} KiB per process)")
         sweep = last_sweep(daemon.mount)
-        if args.procs >= 1000:  # wait for a sweep over all of them (once a minute)
+        if args.procs >= 1000:  # wait for a sweep once all are kept (once a minute)
             deadline = time.monotonic() + 65
             while time.monotonic() < deadline and sweep_checked(sweep) < args.procs:
                 time.sleep(1)
