@@ -271,8 +271,8 @@ class ProcessCounters(_MountFile):
 
     def state_page_path(self) -> str:
         """HWPERFD_PIOCSTATEPAGE: where this process's state page is (its own file only)."""
-        _, out = self._ioctl(structs.HWPERFD_PIOCSTATEPAGE, bytes(structs.hwperfd_statepage_t.sizeof()))
-        return str(structs.hwperfd_statepage_t.parse(out).hp_path)
+        _, out = self._ioctl(structs.HWPERFD_PIOCSTATEPAGE, bytes(structs.HWPERFD_STATE_PATH_MAX))
+        return out.split(b"\0", 1)[0].decode("ascii")  # hwperfd_statepage_t: one NUL-padded path
 
     def map_page(self) -> StatePage | None:
         """Map this process's state page; None if the daemon keeps none for it."""

@@ -265,3 +265,24 @@ LAYOUTS: dict[str, Layout] = {
     layout.name: layout
     for layout in vars(fast).values() if isinstance(layout, Layout)
 }
+
+
+# -- the state page (structs/state.py, include/hwperfd/state.h): a process's own counts without a round trip
+
+HWPERFD_STATE_MAGIC = 0x53505748  # "HWPS"
+HWPERFD_STATE_VERSION = 1
+HWPERFD_STATE_SIZE = 4096  # one page, whatever the host's page size is at least
+HWPERFD_STATE_SLOTS = 64  # room for IRIX's 32 slots, and perfctr's TSC + PMCs
+
+# hs_flags
+HWPERFD_STATE_FALLBACK = 0x1  # this read needs the ioctl: the snapshot cannot be extrapolated
+HWPERFD_STATE_DEAD = 0x2  # the page is no longer kept: unmap it, read through the ioctl
+
+# hs_clock: what moves the context's counts
+HWPERFD_STATE_CLOCK_MANUAL = 0  # only the daemon: the snapshot is the count
+HWPERFD_STATE_CLOCK_PROCESS = 1  # the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID)
+HWPERFD_STATE_CLOCK_THREAD = 2  # the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID)
+
+HWPERFD_STATE_PATH_MAX = 128
+# On a process's own file (mount/%05d), by that process only: its page's path (hwperfd_statepage_t).
+HWPERFD_PIOCSTATEPAGE = _IOR("h", 129, HWPERFD_STATE_PATH_MAX)
