@@ -28,7 +28,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
@@ -53,6 +53,7 @@ class _Target:
     owner: tuple[int, int] | None
     pidfd: int
     owed: dict[int, int]  # signal -> count
+    caught_only: set[int] = field(default_factory=set)  # signals sent only while caught
     next_look: float = 0.0
     backoff: float = MIN_POLL
 
@@ -63,6 +64,7 @@ class _Status:
     ignored: int
     uids: tuple[int, ...]  # real, effective, saved, fs
     zombie: bool = False  # exited: every signal is discarded
+    caught: int = 0  # mask of signals with a handler
 
 
 def _status(pid: int) -> _Status | None:
@@ -74,6 +76,7 @@ def _status(pid: int) -> _Status | None:
     pending = ignored = 0
     uids: tuple[int, ...] = ()
     zombie = False
+    caught = 0
     for line in data.split(b"\n"):
         if line.startswith(b"State:"):
             zombie = line.split()[1:2] == [b"Z"]
@@ -81,9 +84,11 @@ def _status(pid: int) -> _Status | None:
             pending |= int(line.split()[1], 16)
         elif line.startswith(b"SigIgn:"):
             ignored = int(line.split()[1], 16)
+        elif line.startswith(b"SigCgt:"):
+            caught = int(line.split()[1], 16)
         elif line.startswith(b"Uid:"):
             uids = tuple(int(x) for x in line.split()[1:])
-    return _Status(pending, ignored, uids, zombie)
+    return _Status(pending, ignored, uids, zombie, caught)
 
 
 def may_signal(owner: tuple[int, int] | None, uids: tuple[int, ...]) -> bool:
@@ -119,6 +124,8 @@ class SignalSender:
             target = self._targets[key] = _Target(owed.pid, owed.start, owed.owner, pidfd, {})
             self._by_pid[owed.pid] = key
         target.owner = owed.owner
+        if owed.caught_only:
+            target.caught_only.add(owed.signal)
         total = target.owed.get(owed.signal, 0) + owed.count
         if total > MAX_OWED:
             self.merged += total - MAX_OWED
@@ -183,6 +190,10 @@ class SignalSender:
                     del target.owed[sig]  # delivery would do nothing
                     self.dropped += count
                     continue
+                if sig in target.caught_only and not status.caught & bit:
+                    del target.owed[sig]  # a profiling tick nobody records (an exec reset the handler)
+                    self.dropped += count
+                    continue
                 if status.pending & bit:
                     continue
                 try:
@@ -196,7 +207,7 @@ class SignalSender:
                     continue
                 self.sent += 1
                 progressed = sent_here = True
-                status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie)
+                status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie, status.caught)
                 if count <= 1:
                     del target.owed[sig]
                 else:

@@ -81,6 +81,11 @@ HWPERF_SET_SYSEVCTRL = 64
 hwperf_cpucntrs_arg_t = Struct("cpuid" / Int32sl, Padding(4), "cntr" / hwperf_cntr_t)
 
 HWIOC_PROFENABLE = _IOW("h", HWPERF_PROFENABLE, hwperf_profevctrarg_t.sizeof())
+# HWPERF_PROFENABLE also takes the caller's sprofil buffers, which only the
+# caller's own library can fill: libhwperf keeps them and sends hwperfd the
+# counter request with the signal its PC ticks are to come on (0: profiling off).
+hwperfd_profenable_t = Struct("hp_args" / hwperf_profevctrarg_t, "hp_sig" / Int32sl, "hp_pad" / Int32sl)
+HWPERFD_PROFENABLE = _IOW("h", 129, hwperfd_profenable_t.sizeof())
 HWIOC_ENSYSCNTRS = _IOW("h", HWPERF_ENSYSCNTRS, hwperf_profevctrarg_t.sizeof())
 HWIOC_GET_CPUCNTRS = _IOWR("h", HWPERF_GET_CPUCNTRS, hwperf_cpucntrs_arg_t.sizeof())
 HWIOC_PROF_CTR_SUSP = _IO("h", HWPERF_PROF_CTR_SUSP)

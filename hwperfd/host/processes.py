@@ -282,6 +282,18 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def thread_group(tid: int) -> int | None:
+    """The process (thread group) a thread belongs to; FUSE names a caller by
+    the thread that called.  None if it is gone."""
+    try:
+        fields = _status_fields(_read(f"{PROC}/{tid}/status"), b"Tgid")
+    except OSError as exc:
+        _gone(exc)
+        return None
+    value = fields.get(b"Tgid")
+    return int(value[0]) if value else None
+
+
 def exists(pid: int) -> bool:
     """Whether ``pid`` is there (zombies too): one stat(2), ~15x cheaper than read_process."""
     try:
