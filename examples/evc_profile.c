@@ -29,6 +29,8 @@
  *   bad:WHAT      a refused call: profcnt0, profcnt101, binfirst, nullprof,
  *                 badprof, nullargs, badevent, negthresh, badsig, kmode
  *   wait          print "waiting", read a line from stdin
+ *   exec          print "execing", then become "sleep 0.3" (exec(2) ends
+ *                 profiling: the new image must get no tick)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -334,6 +336,12 @@ step(const char *s)
 		printf("buckets: %s\n", buckets_inside() ? "OK" : "OUTSIDE");
 	} else if (strncmp(s, "bad:", 4) == 0) {
 		return bad(s + 4);
+	} else if (strcmp(s, "exec") == 0) {
+		printf("execing\n");
+		fflush(stdout);
+		execlp("sleep", "sleep", "0.3", (char *)NULL);
+		perror("exec sleep");
+		return 4;
 	} else if (strcmp(s, "wait") == 0) {
 		char line[64];
 		printf("waiting\n");

@@ -245,3 +245,33 @@ def test_raw_profenable_checks_its_tick_signal(manual_mount):
             with pytest.raises(OSError) as info:
                 fcntl.ioctl(f.fileno(), structs.HWPERFD_PROFENABLE, data)
             assert info.value.errno == errno.EINVAL
+
+
+def test_exec_ends_profiling_and_the_new_image_gets_no_tick(manual_mount, examples):
+    """IRIX's exec disabled counters set up for profiling; the ticks' handler
+    is gone with the old image, and an uncaught real-time signal would kill
+    the new one."""
+    proc = subprocess.Popen(
+        [str(examples / "evc_profile"), "enable:u", "exec"], stdout=subprocess.PIPE, text=True, env=manual_mount.env()
+    )
+    try:
+        assert proc.stdout.readline().startswith("enable: ")
+        assert proc.stdout.readline() == "execing\n"
+        for _ in range(5):
+            manual_mount.control(f"advance {proc.pid} 2ms")
+            time.sleep(0.02)
+
+        def released() -> bool:
+            with ProcessCounters(proc.pid, mount=manual_mount.path) as pc:
+                try:
+                    pc.control()
+                except OSError as exc:
+                    return exc.errno == errno.EINVAL
+                return False
+
+        assert wait_for(released)
+        assert proc.wait(timeout=10) == 0  # sleep ran to its end
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
