@@ -13,6 +13,10 @@ must still be allowed to signal the target (its real or saved uid is theirs),
 else the signals stop - a setuid program that became fully root is out of a
 user's reach, here as in the kernel.
 
+Profiling ticks (HWPERF_PROFENABLE) are sent only while the target catches
+them: its library's handler records them, and a process whose exec reset the
+handler would be killed by the real-time signal they come on.
+
 Bounds that keep a client from making the daemon spin or grow: at most
 ``MAX_OWED`` signals are owed per process and signal - beyond that they
 merge, as pending signals did on IRIX; a signal the target ignores is
