@@ -109,6 +109,7 @@ def test_suspend_stops_counting_and_ticks_until_continue(manual_mount, examples,
     def suspended(proc):
         manual_mount.control(f"advance {proc.pid} 7ms")  # nothing counts, nothing ticks
         seen["suspended"] = counts_of(manual_mount, proc.pid)
+        seen["page"] = (manual_mount.path / f"{proc.pid:05d}").read_text()
 
     def at_end(proc):
         seen["end"] = counts_of(manual_mount, proc.pid)
@@ -130,6 +131,7 @@ def test_suspend_stops_counting_and_ticks_until_continue(manual_mount, examples,
         "counts: 2 3 0 0",
     ]
     assert seen["suspended"] == (gen, (2 * THRESHOLD,) + (0,) * 31)  # ... and no count
+    assert f"profiling: a PC tick on signal {signal.SIGRTMAX - 1} per overflow, suspended" in seen["page"]
     assert seen["end"] == (gen, (5 * THRESHOLD,) + (0,) * 31)
 
 
