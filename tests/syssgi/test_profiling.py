@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -277,3 +278,68 @@ def test_exec_ends_profiling_and_the_new_image_gets_no_tick(manual_mount, exampl
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+BUCKET_WIDTHS = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/hwperfmacros.h>
+#include <sys/profil.h>
+#include <sys/syssgi.h>
+
+static unsigned short u16[2] = {0xFFFF, 0x1234};
+static unsigned int u32[2] = {0xFFFF, 0x1234};
+
+int main(void)
+{
+    hwperf_profevctrarg_t args;
+    struct prof r16 = {u16, sizeof u16[0], 1, 2}, r32 = {u32, sizeof u32[0], 1, 2}, off = {u16, 0, 0, 0};
+
+    memset(&args, 0, sizeof args);
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_mode = HWPERF_CNTEN_U;
+    args.hwp_ovflw_freq[0] = 200000;
+    /* pr_scale 2: every tick in the region's first bucket, whatever the PC. */
+    if (syssgi(SGI_EVENTCTR, HWPERF_PROFENABLE, &args, &r16, 1) <= 0)
+        return 1;
+    printf("ready\n");
+    fflush(stdout);
+    while (((volatile unsigned short *)u16)[0] != 0)
+        ;
+    printf("u16: %u %u\n", u16[0], u16[1]);  /* wrapped; the next bucket untouched */
+    if (syssgi(SGI_EVENTCTR, HWPERF_PROFENABLE, &args, &off, 1) != 0)
+        return 2;
+    if (hwperf_profenable(&args, &r32, 1, PROF_UINT) <= 0)
+        return 3;
+    printf("ready\n");
+    fflush(stdout);
+    while (((volatile unsigned int *)u32)[0] != 0x10002)
+        ;
+    printf("u32: %u %u\n", u32[0], u32[1]);
+    return 0;
+}
+"""
+
+
+def test_buckets_are_16_bit_through_syssgi_and_32_bit_with_prof_uint(manual_mount, shared_tmp):
+    src = shared_tmp / "bucket_widths.c"
+    src.write_text(BUCKET_WIDTHS)
+    exe = shared_tmp / "bucket_widths"
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(
+        ["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-I", str(root / "include"), str(src),
+         str(root / "lib" / "syssgi.c"), "-o", str(exe)],
+        check=True,
+    )  # fmt: skip
+    proc = subprocess.Popen([str(exe)], stdout=subprocess.PIPE, text=True, env=manual_mount.env())
+    try:
+        lines = []
+        for ms in (1, 3):
+            assert proc.stdout.readline() == "ready\n"
+            manual_mount.control(f"advance {proc.pid} {ms}ms")
+            lines.append(proc.stdout.readline().rstrip("\n"))
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert lines == ["u16: 0 4660", "u32: 65538 4660"]
