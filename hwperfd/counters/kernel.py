@@ -162,14 +162,18 @@ class _SystemRecord:
 
 @dataclass(frozen=True)
 class Signal:
-    """Overflow signals owed to one process: who it is (pid and start), who
-    armed them (``owner`` (uid, gid), None for root), and how many."""
+    """Overflow signals owed to one process, or one thread of it: who it is
+    (pid and start; tid and its start), who armed them (``owner`` (uid,
+    gid), None for root), and how many."""
 
     pid: int
     start: int
     owner: tuple[int, int] | None
     signal: int
     count: int
+    # A signal for one thread (per-thread contexts): its tid and start time.
+    tid: int = 0
+    thread_start: int = 0
     # A profiling tick: only worth sending while the process catches the
     # signal (its library's handler); after an exec it would kill it.
     caught_only: bool = False
@@ -806,7 +810,7 @@ class CounterKernel:
         if overflows and record.profiling:
             # Profiling: a PC tick per overflow, never hwp_ovflw_sig (IRIX's
             # r1nk_perf_intr_action sends no signal to a profiling process).
-            self._signal(Signal(record.pid, record.start, record.owner, record.profiling, overflows, True))
+            self._signal(Signal(record.pid, record.start, record.owner, record.profiling, overflows, caught_only=True))
         elif overflows and record.block.request.signal:
             self._signal(Signal(record.pid, record.start, record.owner, record.block.request.signal, overflows))
 

@@ -39,7 +39,7 @@ def test_each_overflow_is_a_caught_only_tick_and_never_the_overflow_signal(kerne
     gen = kernel.enable_profiling(me(p), p, cycles(sig=10), TICK)
     ledger.run(p.pid, 5 * MS)
     kernel.catch_up([p.pid])
-    assert owed == [Signal(p.pid, 0, (1000, 0), TICK, 5, True)]
+    assert owed == [Signal(p.pid, 0, (1000, 0), TICK, 5, caught_only=True)]
     assert kernel.read(me(p), p) == (gen, (5 * THRESHOLD,) + (0,) * 31)
     assert kernel.control(me(p), p)[1].signal == 10  # kept, as IRIX's cm_sig, but not sent
     assert p.pid in kernel.signalling()

@@ -16,9 +16,9 @@ from hwperfd.counters.errors import CounterError
 from hwperfd.counters.errors import NoSuchProcess
 from hwperfd.counters.kernel import Caller, CounterKernel
 from hwperfd.host import processes
-from hwperfd.ioctl import marshal
-from hwperfd.ioctl.calls import IoctlCall, LazyCaller, Target
-from hwperfd.ioctl.errno_map import BadArgument, ProfilingBuffers, UnknownCommand, to_oserror
+from hwperfd.irix import marshal
+from hwperfd.irix.calls import IoctlCall, LazyCaller, Target
+from hwperfd.irix.errno_map import BadArgument, ProfilingBuffers, UnknownCommand, to_oserror
 import structs
 
 Reply = tuple[int, bytes]
