@@ -191,6 +191,8 @@ class CounterView:
     active_ns: tuple[int, ...]
     enabled_ns: int
     profile: str
+    profiling: bool = False  # HWPERF_PROFENABLE: overflows are PC ticks
+    suspended: bool = False  # HWPERF_PROF_CTR_SUSP: not counting until CONT
 
 
 def may_access(caller: Caller, target: Task) -> bool:
@@ -487,6 +489,8 @@ class CounterKernel:
             tuple(block.active_ns),
             block.enabled_ns,
             self.profile(pid).name,
+            profiling=bool(record.profiling) and record.state is State.ENABLED,
+            suspended=record.suspended and record.state is State.ENABLED,
         )
 
     # -- profiles ------------------------------------------------------------

@@ -113,6 +113,10 @@ def cpu_mon(view: CounterView | None) -> dict:
     }[view.state]
     if view.system:
         flags |= structs.HWPERF_CM_SYSMODE
+    if view.profiling:
+        flags |= structs.HWPERF_CM_PROFILING
+    if view.suspended:
+        flags |= structs.HWPERF_CM_SUSPENDED
     return dict(
         cm_flags=flags,
         cm_gen=view.generation,

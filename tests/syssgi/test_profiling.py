@@ -111,9 +111,13 @@ def test_suspend_stops_counting_and_ticks_until_continue(manual_mount, examples,
         manual_mount.control(f"advance {proc.pid} 7ms")  # nothing counts, nothing ticks
         seen["suspended"] = counts_of(manual_mount, proc.pid)
         seen["page"] = (manual_mount.path / f"{proc.pid:05d}").read_text()
+        with ProcessCounters(proc.pid, mount=manual_mount.path) as pc:
+            seen["flags"] = pc.read_usage().fields.pu_cpu_mon.cm_flags
 
     def at_end(proc):
         seen["end"] = counts_of(manual_mount, proc.pid)
+        with ProcessCounters(proc.pid, mount=manual_mount.path) as pc:
+            seen["flags_end"] = pc.read_usage().fields.pu_cpu_mon.cm_flags
 
     out = profile(
         examples / "evc_profile", manual_mount,
@@ -133,6 +137,10 @@ def test_suspend_stops_counting_and_ticks_until_continue(manual_mount, examples,
     ]
     assert seen["suspended"] == (gen, (2 * THRESHOLD,) + (0,) * 31)  # ... and no count
     assert f"profiling: a PC tick on signal {signal.SIGRTMAX - 1} per overflow, suspended" in seen["page"]
+    # PIOCGETPREVCTRS's cpu_mon_t says so too.
+    profiling = structs.HWPERF_CM_ENABLED | structs.HWPERF_CM_VALID | structs.HWPERF_CM_PROFILING
+    assert seen["flags"] == profiling | structs.HWPERF_CM_SUSPENDED
+    assert seen["flags_end"] == profiling
     assert seen["end"] == (gen, (5 * THRESHOLD,) + (0,) * 31)
 
 
