@@ -94,3 +94,19 @@ def test_profiling_off_releases_whatever_counters_the_caller_has(kernel, ledger)
     kernel.disable_profiling(me(p), p)
     assert not kernel.is_counting(p.pid)
     kernel.disable_profiling(me(p), p)  # nothing enabled: still fine
+
+
+def test_state_pages_turn_readers_to_the_daemon_while_profiling_or_suspended(kernel, ledger):
+    """A state page's extrapolation would move suspended counts and cannot
+    see the overflows that are ticks: its readers must ask the daemon."""
+    p, q = Proc(100), Proc(200)
+    ledger.run(p.pid, 0)
+    ledger.run(q.pid, 0)
+    kernel.enable_profiling(me(p), p, cycles(), TICK)
+    assert kernel.snapshot(p.pid).fallback
+    kernel.enable(me(q), q, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}))
+    assert not kernel.snapshot(q.pid).fallback
+    kernel.suspend(me(q), q, True)
+    assert kernel.snapshot(q.pid).fallback
+    kernel.suspend(me(q), q, False)
+    assert not kernel.snapshot(q.pid).fallback
