@@ -19,7 +19,8 @@
  *                 tools did; only its first 64 bytes are written), then
  *                 "ctl: GEN - spec0 spec17 spec25 canary-intact"
  *   release       HWPERF_RELSYSCNTRS
- *   prof          HWPERF_PROFENABLE (not emulated: ENOTSUP)
+ *   prof          HWPERF_PROFENABLE with no region (profcnt 0): E2BIG;
+ *                 evc_profile.c profiles for real
  *   badcmd        an unknown SGI_EVENTCTR command (EINVAL)
  *   badreq        a syssgi request other than SGI_EVENTCTR (EINVAL)
  *   wait          print "waiting" and read a line from stdin (tests move the
@@ -47,6 +48,7 @@ errname(int result, int err)
     case EPERM: return "EPERM";
     case EBUSY: return "EBUSY";
     case ENOTSUP: return "ENOTSUP";
+    case E2BIG: return "E2BIG";
     case EFAULT: return "EFAULT";
     case EACCES: return "EACCES";
     case ENOENT: return "ENOENT";

@@ -13,6 +13,10 @@ must still be allowed to signal the target (its real or saved uid is theirs),
 else the signals stop - a setuid program that became fully root is out of a
 user's reach, here as in the kernel.
 
+Profiling ticks (HWPERF_PROFENABLE) are sent only while the target catches
+them: its library's handler records them, and a process whose exec reset the
+handler would be killed by the real-time signal they come on.
+
 Bounds that keep a client from making the daemon spin or grow: at most
 ``MAX_OWED`` signals are owed per process and signal - beyond that they
 merge, as pending signals did on IRIX; a signal the target ignores is
@@ -30,7 +34,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
@@ -58,6 +62,7 @@ class _Target:
     owner: tuple[int, int] | None
     pidfd: int
     owed: dict[int, int]  # signal -> count
+    caught_only: set[int] = field(default_factory=set)  # signals sent only while caught
     next_look: float = 0.0
     backoff: float = MIN_POLL
 
@@ -68,6 +73,7 @@ class _Status:
     ignored: int
     uids: tuple[int, ...]  # real, effective, saved, fs
     zombie: bool = False  # exited: every signal is discarded
+    caught: int = 0  # mask of signals with a handler
 
 
 def _status(pid: int, tid: int = 0) -> _Status | None:
@@ -80,6 +86,7 @@ def _status(pid: int, tid: int = 0) -> _Status | None:
     pending = ignored = 0
     uids: tuple[int, ...] = ()
     zombie = False
+    caught = 0
     for line in data.split(b"\n"):
         if line.startswith(b"State:"):
             zombie = line.split()[1:2] == [b"Z"]
@@ -87,9 +94,11 @@ def _status(pid: int, tid: int = 0) -> _Status | None:
             pending |= int(line.split()[1], 16)
         elif line.startswith(b"SigIgn:"):
             ignored = int(line.split()[1], 16)
+        elif line.startswith(b"SigCgt:"):
+            caught = int(line.split()[1], 16)
         elif line.startswith(b"Uid:"):
             uids = tuple(int(x) for x in line.split()[1:])
-    return _Status(pending, ignored, uids, zombie)
+    return _Status(pending, ignored, uids, zombie, caught)
 
 
 def may_signal(owner: tuple[int, int] | None, uids: tuple[int, ...]) -> bool:
@@ -142,6 +151,8 @@ class SignalSender:
             self._count(target, -1)
             target.owner = owed.owner
             self._count(target, +1)
+        if owed.caught_only:
+            target.caught_only.add(owed.signal)
         total = target.owed.get(owed.signal, 0) + owed.count
         if total > MAX_OWED:
             self.merged += total - MAX_OWED
@@ -240,6 +251,10 @@ class SignalSender:
                     del target.owed[sig]  # delivery would do nothing
                     self.dropped += count
                     continue
+                if sig in target.caught_only and not status.caught & bit:
+                    del target.owed[sig]  # a profiling tick nobody records (an exec reset the handler)
+                    self.dropped += count
+                    continue
                 if status.pending & bit:
                     continue
                 try:
@@ -253,7 +268,7 @@ class SignalSender:
                     continue
                 self.sent += 1
                 progressed = sent_here = True
-                status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie)
+                status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie, status.caught)
                 if count <= 1:
                     del target.owed[sig]
                 else:

@@ -18,8 +18,15 @@
  *
  * Results are those of the page: a positive generation number (0 from
  * HWPERF_GET_CPUCNTRS for an invalid cpuid, 0 from HWPERF_RELSYSCNTRS), or
- * -1 with errno set: EINVAL, EPERM, EBUSY as documented; ENOTSUP for the
- * sprofil-style profiling commands, which hwperfd does not emulate.
+ * -1 with errno set: EINVAL, EPERM, EBUSY as documented.
+ *
+ * HWPERF_PROFENABLE (event-counter profiling) is done here in part: IRIX's
+ * kernel added one to a histogram bucket of the interrupted PC at each
+ * threshold overflow; hwperfd can neither see a PC nor write the caller's
+ * memory, so this library keeps the caller's struct prof regions, asks
+ * hwperfd for a signal per overflow (HWPERFD_PROFENABLE), and its handler
+ * adds the tick for the PC the signal interrupted, by IRIX's rules (see
+ * profile_tick below).
  *
  * Differences from IRIX that a caller can see:
  *  - The control node is mode 0644 root: anyone may open it (read-only,
@@ -39,6 +46,9 @@
  * The node is opened for each call (O_CLOEXEC) and closed before return, so
  * a restarted daemon is picked up and no descriptor leaks into children.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE		/* REG_RIP, process_vm_readv/writev, pipe2 */
+#endif
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L	/* snprintf, O_CLOEXEC even under -std=c89 */
 #endif
@@ -52,7 +62,12 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <ucontext.h>
+#include <sys/uio.h>
+
 #include <sys/syssgi.h>
+#include <sys/profil.h>
 #include <sys/sysmp.h>
 #include <invent.h>
 #include <time.h>
@@ -139,13 +154,292 @@ get_system_control(void *out)
 	return result;
 }
 
+/* -- event-counter profiling: HWPERF_PROFENABLE ----------------------------- */
+
+/*
+ * The regions of the last HWPERF_PROFENABLE, sorted by pr_off as IRIX's
+ * evc_profil sorted its copy (an overflow bin, pr_off 0 and pr_scale 2, stays
+ * last).  The handler reads them under prof_lock; a new call swaps them under
+ * it with the tick signal blocked in its own thread.
+ */
+static struct prof *prof_regions;
+static int prof_count;
+static int prof_uint;			/* PROF_UINT: 32-bit buckets */
+static volatile int prof_lock;
+static int prof_installed;		/* the tick handler is in place */
+
+int
+hwperf_profsignal(void)
+{
+	return SIGRTMAX - 1;
+}
+
+/* Checked copies of the caller's memory: a bad pointer is EFAULT, not SIGSEGV
+ * (IRIX's copyin, and its addupc's nofault handler).  Async-signal-safe. */
+static int
+copy_by_pipe(void *to, const void *from, size_t size)
+{
+	int fds[2], rc = -1;
+
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -1;
+	if (write(fds[1], from, size) == (ssize_t)size && read(fds[0], to, size) == (ssize_t)size)
+		rc = 0;
+	close(fds[0]);
+	close(fds[1]);
+	if (rc != 0)
+		errno = EFAULT;
+	return rc;
+}
+
+static int
+checked_copy(void *to, const void *from, size_t size, int outward)
+{
+	struct iovec local, remote;
+	ssize_t n;
+
+	local.iov_base = outward ? (void *)from : to;
+	remote.iov_base = outward ? to : (void *)from;
+	local.iov_len = remote.iov_len = size;
+	n = outward ? process_vm_writev(getpid(), &local, 1, &remote, 1, 0)
+		    : process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	if (n == (ssize_t)size)
+		return 0;
+	if (n >= 0 || errno == EFAULT) {
+		errno = EFAULT;
+		return -1;
+	}
+	return copy_by_pipe(to, from, size);	/* process_vm_* refused (seccomp) */
+}
+
+/* Add one to the bucket at addr; -1 if it is not the caller's memory. */
+static int
+bump(void *addr, int wide)
+{
+	unsigned int word;
+	unsigned short half;
+
+	if (wide) {
+		if (checked_copy(&word, addr, sizeof word, 0) < 0)
+			return -1;
+		word++;
+		return checked_copy(addr, &word, sizeof word, 1);
+	}
+	if (checked_copy(&half, addr, sizeof half, 0) < 0)
+		return -1;
+	half++;					/* wraps, as IRIX's 16-bit add */
+	return checked_copy(addr, &half, sizeof half, 1);
+}
+
+/*
+ * IRIX's addupc for one region: the byte offset of the bucket is
+ * ((pc - pr_off) * pr_scale) >> 16 (all of the region's ticks go to the
+ * first bucket when pr_scale is 2), rounded down to the bucket size.  -1:
+ * the PC is outside the region (below pr_off, or past pr_size); 0: counted,
+ * or the buckets were not the caller's memory, which turns the region off
+ * (pr_scale 0), as IRIX's fault handler did.
+ */
+static int
+add_tick(struct prof *p, uintptr_t pc)
+{
+	unsigned long long byte;
+	uintptr_t off;
+
+	if (pc < p->pr_off)
+		return -1;
+	off = pc - p->pr_off;
+	if (p->pr_scale == 2)
+		byte = 0;
+	else {
+#ifdef __SIZEOF_INT128__
+		unsigned __int128 wide = (unsigned __int128)off * p->pr_scale >> 16;
+		if (wide > 0xffffffffULL)
+			return -1;
+		byte = (unsigned long long)wide;
+#else
+		if (off > 0xffffffffffffULL)
+			return -1;
+		byte = ((unsigned long long)off * p->pr_scale) >> 16;
+#endif
+	}
+	byte &= prof_uint ? ~3ULL : ~1ULL;
+	if (byte >= p->pr_size)
+		return -1;
+	if (bump((char *)p->pr_base + byte, prof_uint) < 0)
+		p->pr_scale = 0;
+	return 0;
+}
+
+/*
+ * IRIX's profileregion: the region with the largest pr_off below the PC
+ * (the first region when none is), and, when the PC is outside it, the
+ * overflow bin if the array ends with one.  A region that is off (pr_scale
+ * 0 or 1) takes the tick and counts nothing.
+ */
+static void
+profile_tick(uintptr_t pc)
+{
+	struct prof *best = &prof_regions[0], *last = &prof_regions[prof_count - 1];
+	int i;
+
+	for (i = 1; i < prof_count; i++)
+		if (prof_regions[i].pr_off < pc && prof_regions[i].pr_off > best->pr_off)
+			best = &prof_regions[i];
+	if ((best->pr_scale & ~1u) && add_tick(best, pc) < 0)
+		if (prof_count > 1 && last != best && last->pr_scale == 2 && last->pr_off == 0)
+			(void)add_tick(last, pc);
+}
+
+static uintptr_t
+interrupted_pc(void *context)
+{
+	ucontext_t *uc = context;
+
+#if defined(__x86_64__)
+	return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__i386__)
+	return (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
+#elif defined(__aarch64__)
+	return (uintptr_t)uc->uc_mcontext.pc;
+#else
+	(void)uc;
+	return 0;
+#endif
+}
+
+static void
+prof_lock_take(void)
+{
+	while (__atomic_test_and_set(&prof_lock, __ATOMIC_ACQUIRE))
+		;
+}
+
+static void
+prof_lock_give(void)
+{
+	__atomic_clear(&prof_lock, __ATOMIC_RELEASE);
+}
+
+static void
+prof_handler(int sig, siginfo_t *info, void *context)
+{
+	int saved = errno;
+
+	(void)sig;
+	/* Only hwperfd's ticks (sent by root, by another process) count; a kill
+	 * or raise of the same signal by the program itself does not. */
+	if (info != NULL && info->si_code == SI_USER && info->si_uid == 0 && info->si_pid != getpid()) {
+		prof_lock_take();
+		if (prof_regions != NULL)
+			profile_tick(interrupted_pc(context));
+		prof_lock_give();
+	}
+	errno = saved;
+}
+
+int
+hwperf_profenable(hwperf_profevctrarg_t *args, struct prof *profp, int profcnt, unsigned int flags)
+{
+	hwperfd_profenable_t req;
+	struct prof *copy, *old, tmp;
+	struct sigaction action, previous;
+	sigset_t tick, mask;
+	int i, j, sortcnt, enable = 0, installed_now = 0, result, saved;
+
+	memset(&req, 0, sizeof req);
+	if (args == NULL || checked_copy(&req.hp_args, args, sizeof req.hp_args, 0) < 0) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (profcnt <= 0 || profcnt > PROFIL_MAX) {
+		errno = E2BIG;		/* evc_profil: profcnt <= 0 or > nprofile */
+		return -1;
+	}
+#if !defined(__x86_64__) && !defined(__i386__) && !defined(__aarch64__)
+	errno = ENOTSUP;		/* no way to read the interrupted PC here */
+	return -1;
+#endif
+	copy = malloc((size_t)profcnt * sizeof *copy);
+	if (copy == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (profp == NULL || checked_copy(copy, profp, (size_t)profcnt * sizeof *copy, 0) < 0) {
+		free(copy);
+		errno = EFAULT;
+		return -1;
+	}
+	for (i = 0; i < profcnt; i++) {
+		if (copy[i].pr_scale & ~1u)
+			enable = 1;
+		if (copy[i].pr_scale == 2 && copy[i].pr_off == 0 && i != profcnt - 1) {
+			free(copy);	/* an overflow bin that is not last */
+			errno = EINVAL;
+			return -1;
+		}
+	}
+	if (enable) {
+		sortcnt = profcnt;
+		if (copy[profcnt - 1].pr_off == 0 && copy[profcnt - 1].pr_scale == 2)
+			sortcnt--;
+		for (i = 1; i < sortcnt; i++) {
+			tmp = copy[i];
+			for (j = i - 1; j >= 0 && copy[j].pr_off > tmp.pr_off; j--)
+				copy[j + 1] = copy[j];
+			copy[j + 1] = tmp;
+		}
+		/* The handler first: hwperfd sends ticks only while they are caught. */
+		if (!prof_installed) {
+			memset(&action, 0, sizeof action);
+			action.sa_sigaction = prof_handler;
+			action.sa_flags = SA_SIGINFO | SA_RESTART;
+			sigemptyset(&action.sa_mask);
+			if (sigaction(hwperf_profsignal(), &action, &previous) < 0) {
+				free(copy);
+				return -1;
+			}
+			prof_installed = installed_now = 1;
+		}
+		req.hp_sig = hwperf_profsignal();
+	}
+	result = control_ioctl(HWPERFD_PROFENABLE, &req);
+	if (result < 0) {
+		saved = errno;
+		if (installed_now) {
+			sigaction(hwperf_profsignal(), &previous, NULL);
+			prof_installed = 0;
+		}
+		free(copy);
+		errno = saved;
+		return -1;	/* refused: the regions in force stay as they were */
+	}
+	sigemptyset(&tick);
+	sigaddset(&tick, hwperf_profsignal());
+	sigprocmask(SIG_BLOCK, &tick, &mask);
+	prof_lock_take();
+	old = prof_regions;
+	prof_regions = enable ? copy : NULL;
+	prof_count = enable ? profcnt : 0;
+	prof_uint = (flags & PROF_UINT) != 0;
+	prof_lock_give();
+	sigprocmask(SIG_SETMASK, &mask, NULL);
+	free(old);
+	if (!enable)
+		free(copy);
+	return result;
+}
+
 static int
 eventctr(int cmd, va_list ap)
 {
 	switch (cmd) {
-	case HWPERF_PROFENABLE:
-		/* profp and profcnt follow; hwperfd refuses with ENOTSUP anyway. */
-		return control_ioctl(HWIOC_PROFENABLE, va_arg(ap, hwperf_profevctrarg_t *));
+	case HWPERF_PROFENABLE: {
+		hwperf_profevctrarg_t *args = va_arg(ap, hwperf_profevctrarg_t *);
+		struct prof *profp = va_arg(ap, struct prof *);
+		/* IRIX's kernel also read sprofil's flags from a fifth argument the
+		 * page does not give; programs pass none, so none is read here. */
+		return hwperf_profenable(args, profp, va_arg(ap, int), PROF_USHORT);
+	}
 	case HWPERF_ENSYSCNTRS:
 		return control_ioctl(HWIOC_ENSYSCNTRS, va_arg(ap, hwperf_profevctrarg_t *));
 	case HWPERF_SET_SYSEVCTRL:

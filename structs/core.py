@@ -41,6 +41,8 @@ HWPERF_CM_SYSMODE = 0x2  # the counters are held in system mode
 HWPERF_CM_LOST = 0x4  # displaced by system mode; must be restarted
 HWPERF_CM_RELEASED = 0x8  # released; counts still readable
 HWPERF_CM_VALID = 0x10  # counts have been set up at least once
+HWPERF_CM_PROFILING = 0x20  # HWPERF_PROFENABLE: overflows are PC ticks (IRIX's kernel flag of that name)
+HWPERF_CM_SUSPENDED = 0x40  # HWPERF_PROF_CTR_SUSP: stopped until HWPERF_PROF_CTR_CONT
 
 # cpu_mon_t cm_mode
 HWPERF_CM_MODE_NONE = 0

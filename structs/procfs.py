@@ -11,6 +11,8 @@ tests/abi/test_fast_codecs.py checks against the definitions here and in
 
 from construct import Int32sl, Padding, Struct
 
+from structs.hwperftypes import hwperf_profevctrarg_t
+
 from structs.core import (  # noqa: F401
     _IO,
     _IOC,
@@ -57,3 +59,9 @@ from structs.hwperftypes import hwperf_cntr_t
 
 # HWPERF_GET_CPUCNTRS takes a cpuid and returns counts: one in/out struct.
 hwperf_cpucntrs_arg_t = Struct("cpuid" / Int32sl, Padding(4), "cntr" / hwperf_cntr_t)
+
+# HWPERF_PROFENABLE also takes the caller's sprofil buffers, which only the
+# caller's own library can fill: libhwperf keeps them and sends hwperfd the
+# counter request with the signal its PC ticks are to come on (0: profiling off).
+hwperfd_profenable_t = Struct("hp_args" / hwperf_profevctrarg_t, "hp_sig" / Int32sl, "hp_pad" / Int32sl)
+HWPERFD_PROFENABLE = _IOW("h", 130, hwperfd_profenable_t.sizeof())

@@ -54,6 +54,9 @@ class Task(Protocol):
 
 
 INT_MAX = 2**31 - 1  # generations travel as the ioctl's int return value
+# Profiling ticks come on one of Linux's real-time signals (glibc's SIGRTMIN is
+# 34 at the least): no program's standard signal is ever sent for them.
+MIN_TICK_SIGNAL, MAX_TICK_SIGNAL = 34, 64
 
 #: How many folded descendants a process lists one by one (perfex -mp);
 #: beyond that their counts still add up, under one "others" entry.
@@ -138,6 +141,10 @@ class _ProcessRecord:
     comm: str = ""
     folded: bool = False  # counts already added to the parent
     descendants: list[tuple[int, str, tuple[int, ...]]] = field(default_factory=list)
+    # HWPERF_PROFENABLE: each overflow is a PC tick the process's own library
+    # records on this signal, instead of hwp_ovflw_sig (0: not profiling).
+    profiling: int = 0
+    suspended: bool = False  # HWPERF_PROF_CTR_SUSP: counting stopped until HWPERF_PROF_CTR_CONT
 
     def own_counts(self) -> tuple[int, ...]:
         """Counts less everything folded in from descendants (each listed with its own)."""
@@ -170,6 +177,9 @@ class Signal:
     # A signal for one thread (per-thread contexts): its tid and start time.
     tid: int = 0
     thread_start: int = 0
+    # A profiling tick: only worth sending while the process catches the
+    # signal (its library's handler); after an exec it would kill it.
+    caught_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,6 +194,8 @@ class CounterView:
     active_ns: tuple[int, ...]
     enabled_ns: int
     profile: str
+    profiling: bool = False  # HWPERF_PROFENABLE: overflows are PC ticks
+    suspended: bool = False  # HWPERF_PROF_CTR_SUSP: not counting until CONT
 
 
 def may_access(caller: Caller, target: Task) -> bool:
@@ -324,6 +336,9 @@ class CounterKernel:
             record.owner = owner_of(caller)
         record.block.reprogram(request)
         record.generation += 1
+        # IRIX changed control by disabling and enabling again as /proc's own:
+        # profiling and a suspension end there.
+        record.profiling, record.suspended = 0, False
         self._note_armed(target.pid, request)
         return record.generation
 
@@ -344,6 +359,7 @@ class CounterKernel:
             raise self._not_in_use(target.pid)
         self._catch_up(record)
         record.state = State.RELEASED
+        record.profiling, record.suspended = 0, False
 
     def lose(self, pid: int) -> int:
         """Take a process's counters away, as system mode would (for tests of
@@ -364,6 +380,96 @@ class CounterKernel:
         self._current(parent)
         record = self._parent_record(parent.pid, start_of(parent))
         record.save_children = record.save_children | {child_pid}
+
+    # -- event-counter profiling (syssgi HWPERF_PROFENABLE) --------------------
+
+    def enable_profiling(self, caller: Caller, target: Task, request: CounterRequest, tick_signal: int) -> int:
+        """HWPERF_PROFENABLE: acquire the caller's counters for profiling.
+
+        IRIX's evc_profil enabled them as a process's own (HWPERF_PROC) with
+        the profiling flag: at each threshold overflow the kernel recorded
+        the user PC in the sprofil buffers and sent no signal.  Here the
+        process's library records it, on ``tick_signal``.  The refusals are
+        hwperf_enable_counters': EBUSY while system mode holds the counters
+        or when the process already uses them; EINVAL for a bad request;
+        EPERM for kernel mode without root.
+        """
+        request.validate(self.cpus, root=caller.root)
+        if not MIN_TICK_SIGNAL <= tick_signal <= MAX_TICK_SIGNAL:
+            raise InvalidRequest(f"profiling ticks come on a real-time signal ({MIN_TICK_SIGNAL}..{MAX_TICK_SIGNAL})")
+        self._check_access(caller, target)
+        if self._system is not None:
+            raise CountersBusy("the counters are in use in system mode")
+        record = self._current(target)
+        if record is not None and record.state is State.ENABLED:
+            raise CountersBusy(f"pid {target.pid} is already using the counters")
+        seen = self.time.process_times(target.pid)
+        if seen is None:
+            raise NoSuchProcess(f"pid {target.pid} is gone")
+        generation = record.generation + 1 if record else 1
+        if generation > INT_MAX:
+            raise InvalidRequest(f"pid {target.pid} has used up its generations")
+        self._procs[target.pid] = _ProcessRecord(
+            target.pid,
+            ControlBlock(request),
+            generation,
+            State.ENABLED,
+            seen,
+            target.processor % len(self.cpus),
+            start=start_of(target),
+            owner=owner_of(caller),
+            children_base=getattr(target, "children_ns", (0, 0)),
+            comm=record.comm if record else "",
+            profiling=tick_signal,
+        )
+        self._note_armed(target.pid, request, tick_signal)
+        return generation
+
+    def disable_profiling(self, caller: Caller, target: Task) -> None:
+        """HWPERF_PROFENABLE with no region to profile: IRIX's evc_profil then
+        disabled the process's counters, whatever enabled them, and returned 0."""
+        self._check_access(caller, target)
+        record = self._current(target)
+        if record is None or record.state is not State.ENABLED:
+            return
+        self._catch_up(record)
+        record.state = State.RELEASED
+        record.profiling, record.suspended = 0, False
+
+    def suspend(self, caller: Caller, target: Task, suspended: bool) -> None:
+        """HWPERF_PROF_CTR_SUSP / _CONT: the caller's enabled counters stop
+        counting, or go on; anything else is left alone (returns 0 either way).
+
+        <sys/hwperfmacros.h>: "suspend counters for caller... until continue
+        request".  The suspended counters stay acquired: their counts and
+        controls can be read and another acquire is EBUSY.
+        """
+        self._check_access(caller, target)
+        record = self._current(target)
+        if record is None or record.state is not State.ENABLED or record.exited:
+            return
+        self._catch_up(record)
+        record.suspended = suspended
+
+    def end_profiling(self, pid: int) -> bool:
+        """exec(2): IRIX disabled counters set up for profiling (the buffers
+        they fill went with the old image); True if some were."""
+        record = self._procs.get(pid)
+        if record is None or not record.profiling or record.state is not State.ENABLED:
+            return False
+        self._catch_up(record)
+        record.state = State.RELEASED
+        record.profiling, record.suspended = 0, False
+        return True
+
+    def profiling_signal(self, pid: int) -> int:
+        """The signal ``pid``'s profiling ticks come on (0: not profiling)."""
+        record = self._procs.get(pid)
+        return record.profiling if record is not None and record.state is State.ENABLED else 0
+
+    def is_suspended(self, pid: int) -> bool:
+        record = self._procs.get(pid)
+        return record is not None and record.state is State.ENABLED and record.suspended
 
     def view(self, pid: int, start: int = 0) -> CounterView | None:
         if self._owns_system(pid):
@@ -394,6 +500,8 @@ class CounterKernel:
             tuple(block.active_ns),
             block.enabled_ns,
             self.profile(pid).name,
+            profiling=bool(record.profiling) and record.state is State.ENABLED,
+            suspended=record.suspended and record.state is State.ENABLED,
         )
 
     def snapshot(self, pid: int) -> Snapshot | None:
@@ -412,6 +520,10 @@ class CounterKernel:
             or record.lossy
             or bool(record.save_children)
             or bool(request.signal and any(request.thresholds))
+            # Profiling ticks need the daemon to see each overflow; suspended
+            # counters do not move with CPU time.
+            or bool(record.profiling and any(request.thresholds))
+            or record.suspended
         )
         counts = slots or tuple((count, 0, 0, 0, 0) for count in record.block.counts)
         return Snapshot(record.generation, record.seen, counts, fallback)
@@ -454,8 +566,12 @@ class CounterKernel:
             owner=parent.owner,
             parent=parent_pid,
             lossy=parent.lossy,
+            # profil(2): profiling "remains on in child and parent both after a
+            # fork"; the child's copy of the library records into its own buffers.
+            profiling=parent.profiling,
+            suspended=parent.suspended,
         )
-        self._note_armed(child_pid, parent.block.request)
+        self._note_armed(child_pid, parent.block.request, parent.profiling)
 
     def exit(
         self, pid: int, parent_pid: int, parent_waiting: bool, comm: str = "", final: CpuTimes | None = None
@@ -705,8 +821,9 @@ class CounterKernel:
         pids = []
         for pid in list(self._armed):
             r = self._procs.get(pid)
-            if r is not None and r.state is State.ENABLED and _arms_signals(r.block.request):
-                pids.append(pid)
+            if r is not None and r.state is State.ENABLED and _arms_signals(r.block.request, r.profiling):
+                if not r.suspended:
+                    pids.append(pid)
             else:
                 # Every way back to counting with signals (enable, set_control,
                 # a restart, a fork) notes the pid again.
@@ -720,8 +837,8 @@ class CounterKernel:
 
     # -- internals -----------------------------------------------------------
 
-    def _note_armed(self, pid: int, request: CounterRequest) -> None:
-        if _arms_signals(request):
+    def _note_armed(self, pid: int, request: CounterRequest, profiling: int = 0) -> None:
+        if _arms_signals(request, profiling):
             self._armed[pid] = None
 
     def _catch_up(self, record: _ProcessRecord, now: CpuTimes | None = None) -> None:
@@ -732,11 +849,15 @@ class CounterKernel:
         user = max(0, now[0] - record.seen[0])
         system = max(0, now[1] - record.seen[1])
         record.seen = (max(now[0], record.seen[0]), max(now[1], record.seen[1]))
-        if record.state is not State.ENABLED or record.exited or not (user or system):
+        if record.state is not State.ENABLED or record.exited or record.suspended or not (user or system):
             return
         cpu = self.cpus[record.cpu]
         overflows = record.block.advance(cpu, user, system, self.profile(record.pid))
-        if overflows and record.block.request.signal:
+        if overflows and record.profiling:
+            # Profiling: a PC tick per overflow, never hwp_ovflw_sig (IRIX's
+            # r1nk_perf_intr_action sends no signal to a profiling process).
+            self._signal(Signal(record.pid, record.start, record.owner, record.profiling, overflows, caught_only=True))
+        elif overflows and record.block.request.signal:
             self._signal(Signal(record.pid, record.start, record.owner, record.block.request.signal, overflows))
 
     def _catch_up_system(self, system: _SystemRecord) -> None:
@@ -887,6 +1008,7 @@ def _list_descendant(listed: list[tuple[int, str, tuple[int, ...]]], entry: tupl
     listed[-1] = (pid, comm, tuple(a + b for a, b in zip(counts, entry[2])))
 
 
-def _arms_signals(request: CounterRequest) -> bool:
-    """Whether counting under ``request`` can raise overflow signals."""
-    return bool(request.signal) and any(request.thresholds)
+def _arms_signals(request: CounterRequest, profiling: int = 0) -> bool:
+    """Whether counting under ``request`` can raise overflow signals (or,
+    profiling on signal ``profiling``, PC ticks)."""
+    return bool(request.signal or profiling) and any(request.thresholds)

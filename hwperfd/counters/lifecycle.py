@@ -152,12 +152,13 @@ class Lifecycle:
     def _execed(self, pid: int) -> bool:
         if not self.kernel.is_tracked(pid):
             return False
+        ended = self.kernel.end_profiling(pid)  # its buffers went with the old image
         info = self.host.read_process(pid)
         if info is None:
-            return False
+            return ended
         if info.comm:
             self.kernel.note_comm(pid, info.comm)
-        return self.kernel.revoke(info)
+        return self.kernel.revoke(info) or ended
 
     def _exited(self, event: Exited) -> bool:
         pid = event.pid

@@ -46,3 +46,16 @@ class PointerArgument(OSError):
             f"{name} carries pointers, which hwperfd cannot follow: run the program under "
             f"hwperfd-run, or use HWPERFD_{name} with the structs inline",
         )
+
+
+class ProfilingBuffers(OSError):
+    """HWPERF_PROFENABLE's histogram buffers are in the caller's memory, which
+    a FUSE server cannot write: the caller's library (libhwperf's syssgi)
+    keeps them and sends HWPERFD_PROFENABLE."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            errno.EFAULT,
+            "HWPERF_PROFENABLE fills buffers in the caller's memory, which hwperfd cannot reach: "
+            "call syssgi(SGI_EVENTCTR, HWPERF_PROFENABLE, ...) from libhwperf",
+        )

@@ -36,6 +36,7 @@ CALLS: dict[str, int] = {
 _NAMES = {cmd: name for name, cmd in CALLS.items()}
 _NAMES[structs.PIOCENEVCTRSEX] = "PIOCENEVCTRSEX"  # IRIX's pointer forms count as the same calls
 _NAMES[structs.PIOCGETEVCTRLEX] = "PIOCGETEVCTRLEX"
+_NAMES[structs.HWPERFD_PROFENABLE] = "HWPERF_PROFENABLE"  # libhwperf's form of the call
 
 
 class FaultError(ValueError):

@@ -26,6 +26,7 @@ PRUSAGE = structs.hwperf_prusage_t
 CPUCNTRS_ARG = structs.hwperf_cpucntrs_arg_t
 ENEVCTRSEX = structs.hwperfd_enevctrsex_t
 GETEVCTRLEX = structs.hwperfd_getevctrlex_t
+PROFENABLE = structs.hwperfd_profenable_t
 
 
 def parse_request(data: bytes) -> CounterRequest:
@@ -39,6 +40,18 @@ def parse_request(data: bytes) -> CounterRequest:
         structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in arg.hwp_evctrargs.hwp_evctrl
     )
     return CounterRequest.shared(specs, tuple(arg.hwp_ovflw_freq), arg.hwp_ovflw_sig)
+
+
+def parse_profenable(data: bytes) -> tuple[CounterRequest, int]:
+    """hwperfd_profenable_t: the caller's request and the signal its PC ticks
+    come on (0: profiling off)."""
+    if len(data) != PROFENABLE.sizeof():
+        raise BadArgument(f"hwperfd_profenable_t is {PROFENABLE.sizeof()} bytes, got {len(data)}")
+    size = PROFEVCTRARG.sizeof()
+    tail = PROFENABLE.parse(data)
+    if tail.hp_pad:
+        raise BadArgument("hwperfd_profenable_t: hp_pad must be 0")
+    return parse_request(data[:size]), tail.hp_sig
 
 
 def parse_request_ex(data: bytes) -> tuple[CounterRequest, Restore]:
@@ -100,6 +113,10 @@ def cpu_mon(view: CounterView | None) -> dict:
     }[view.state]
     if view.system:
         flags |= structs.HWPERF_CM_SYSMODE
+    if view.profiling:
+        flags |= structs.HWPERF_CM_PROFILING
+    if view.suspended:
+        flags |= structs.HWPERF_CM_SUSPENDED
     return dict(
         cm_flags=flags,
         cm_gen=view.generation,

@@ -2,17 +2,23 @@
 
 Linux has no syssgi; abi.md gives each sub-command an ioctl number (type 'h',
 number = the IRIX sub-command) on a root-only node of the mount.
+
+The profiling commands act on the calling process, as IRIX's did on
+curuthread's: HWPERFD_PROFENABLE (libhwperf's form of HWPERF_PROFENABLE, the
+buffers kept in the caller) and HWPERF_PROF_CTR_SUSP / _CONT.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from hwperfd.counters.errors import CounterError, NotSupported
-from hwperfd.counters.kernel import CounterKernel
+from hwperfd.counters.errors import CounterError
+from hwperfd.counters.errors import NoSuchProcess
+from hwperfd.counters.kernel import Caller, CounterKernel
+from hwperfd.host import processes
 from hwperfd.irix import marshal
-from hwperfd.irix.calls import IoctlCall
-from hwperfd.irix.errno_map import BadArgument, UnknownCommand, to_oserror
+from hwperfd.irix.calls import IoctlCall, LazyCaller, Target
+from hwperfd.irix.errno_map import BadArgument, ProfilingBuffers, UnknownCommand, to_oserror
 import structs
 
 Reply = tuple[int, bytes]
@@ -28,9 +34,10 @@ class SyssgiIoctls:
             structs.HWIOC_GET_SYSEVCTRL: self._control,
             structs.HWIOC_SET_SYSEVCTRL: self._set_control,
             structs.HWIOC_RELSYSCNTRS: self._release,
-            structs.HWIOC_PROFENABLE: self._unsupported,
-            structs.HWIOC_PROF_CTR_SUSP: self._unsupported,
-            structs.HWIOC_PROF_CTR_CONT: self._unsupported,
+            structs.HWIOC_PROFENABLE: self._profenable_buffers,
+            structs.HWPERFD_PROFENABLE: self._profenable,
+            structs.HWIOC_PROF_CTR_SUSP: self._suspend,
+            structs.HWIOC_PROF_CTR_CONT: self._continue,
         }
 
     def __call__(self, call: IoctlCall) -> Reply:
@@ -71,5 +78,32 @@ class SyssgiIoctls:
         self.kernel.release_system(call.caller())
         return 0, b""
 
-    def _unsupported(self, call: IoctlCall) -> Reply:
-        raise NotSupported("sprofil-style profiling through the counters is not emulated")
+    def _profenable_buffers(self, call: IoctlCall) -> Reply:
+        raise ProfilingBuffers()
+
+    def _profenable(self, call: IoctlCall) -> Reply:
+        request, tick_signal = marshal.parse_profenable(call.data)
+        caller, target = self._self(call)
+        if tick_signal == 0:
+            # No region to profile: evc_profil disabled the counters, returned 0.
+            self.kernel.disable_profiling(caller, target)
+            return 0, b""
+        return self.kernel.enable_profiling(caller, target, request, tick_signal), b""
+
+    def _suspend(self, call: IoctlCall) -> Reply:
+        self.kernel.suspend(*self._self(call), True)
+        return 0, b""
+
+    def _continue(self, call: IoctlCall) -> Reply:
+        self.kernel.suspend(*self._self(call), False)
+        return 0, b""
+
+    @staticmethod
+    def _self(call: IoctlCall) -> tuple[Caller, Target]:
+        """The calling process: FUSE names the thread that called, IRIX acted
+        on its whole process."""
+        pid = processes.thread_group(call.pid)
+        start = processes.read_start(pid) if pid is not None else None
+        if pid is None or start is None:
+            raise NoSuchProcess(f"caller {call.pid} is gone")
+        return LazyCaller(pid, call.uid, call.gid), Target(pid, start)

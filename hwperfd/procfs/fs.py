@@ -562,6 +562,6 @@ class ProcFs(pyfuse3.Operations):
         else:
             raise OSError(errno.ENOTTY, "no ioctl here")
         self._version += 1  # any call may change what a page shows (a release carries no data)
-        if data:
+        if data or ino == CONTROL_INODE:  # HWPERF_PROF_CTR_CONT carries no data but may restart ticks
             self._on_controls_changed()
         return reply

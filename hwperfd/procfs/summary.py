@@ -14,6 +14,10 @@ def process_summary(pid: int, comm: str, kernel: CounterKernel, start: int = 0) 
         lines.append("counters not in use")
         return "\n".join(lines) + "\n"
     lines += _counters(view, kernel)
+    tick = kernel.profiling_signal(pid)
+    if tick or kernel.is_suspended(pid):
+        profiling = f"profiling: a PC tick on signal {tick} per overflow" if tick else "counting"
+        lines.append(profiling + (", suspended (HWPERF_PROF_CTR_SUSP)" if kernel.is_suspended(pid) else ""))
     # Machine-readable: one line per process folded into this one (perfex -mp).
     for child, child_comm, counts in kernel.descendants(pid):
         lines.append(f"descendant {child} {child_comm.replace(' ', '_') or '?'} " + " ".join(map(str, counts)))

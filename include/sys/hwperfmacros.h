@@ -50,6 +50,8 @@
 #define HWPERF_CM_LOST		0x4	/* displaced by system mode; restart */
 #define HWPERF_CM_RELEASED	0x8	/* released; counts still readable */
 #define HWPERF_CM_VALID		0x10	/* counts set up at least once */
+#define HWPERF_CM_PROFILING	0x20	/* HWPERF_PROFENABLE: overflows are PC ticks */
+#define HWPERF_CM_SUSPENDED	0x40	/* HWPERF_PROF_CTR_SUSP until _CONT */
 
 /* cpu_mon_t cm_mode (hwperfd) */
 #define HWPERF_CM_MODE_NONE	0

@@ -131,7 +131,8 @@ typedef struct timespec timespec_t;
  */
 typedef struct cpu_mon {
 	int		cm_flags;	/* HWPERF_CM_* bits: ENABLED, SYSMODE,
-					 * LOST, RELEASED, VALID */
+					 * LOST, RELEASED, VALID, PROFILING,
+					 * SUSPENDED */
 	int		cm_gen;		/* generation number of the counts; the
 					 * value PIOC* calls return */
 	int		cm_mode;	/* HWPERF_CM_MODE_NONE/USER/SYSTEM: who

@@ -28,7 +28,7 @@ typedef struct hwperf_cpucntrs_arg {
 	hwperf_cntr_t	cntr;		/* out: its counts */
 } hwperf_cpucntrs_arg_t;				/* 264 bytes */
 
-#define HWIOC_PROFENABLE	_IOW('h', HWPERF_PROFENABLE, hwperf_profevctrarg_t)
+#define HWIOC_PROFENABLE	_IOW('h', HWPERF_PROFENABLE, hwperf_profevctrarg_t)	/* EFAULT: see below */
 #define HWIOC_ENSYSCNTRS	_IOW('h', HWPERF_ENSYSCNTRS, hwperf_profevctrarg_t)
 #define HWIOC_GET_CPUCNTRS	_IOWR('h', HWPERF_GET_CPUCNTRS, hwperf_cpucntrs_arg_t)
 #define HWIOC_PROF_CTR_SUSP	_IO('h', HWPERF_PROF_CTR_SUSP)
@@ -39,21 +39,52 @@ typedef struct hwperf_cpucntrs_arg {
 #define HWIOC_SET_SYSEVCTRL	_IOW('h', HWPERF_SET_SYSEVCTRL, hwperf_profevctrarg_t)
 
 /*
+ * HWPERF_PROFENABLE profiles the calling process: at each threshold overflow
+ * a PC tick goes into the sprofil(2)-style histograms (struct prof,
+ * <sys/profil.h>) it passed.  Those are in the caller's memory, which hwperfd
+ * cannot write, so libhwperf keeps them, records the ticks, and sends hwperfd
+ * only the counter request with the signal the ticks are to come on
+ * (HWPERFD_PROFENABLE; hp_sig 0: turn profiling off).  The bare
+ * HWIOC_PROFENABLE answers EFAULT.  HWPERF_PROF_CTR_SUSP and _CONT act on
+ * the caller too.
+ */
+typedef struct hwperfd_profenable {
+	hwperf_profevctrarg_t	hp_args;	/* the caller's request */
+	int			hp_sig;		/* signal of the PC ticks, 0: off */
+	int			hp_pad;		/* zero */
+} hwperfd_profenable_t;					/* 204 bytes */
+
+#define HWPERFD_PROFENABLE	_IOW('h', 130, hwperfd_profenable_t)
+
+/*
  * syssgi(SGI_EVENTCTR, cmd, ...): implemented in libhwperf (hwperfd's client
  * library, lib/syssgi.c) on top of the HWIOC_* ioctls, with IRIX's arguments:
- *   HWPERF_ENSYSCNTRS, HWPERF_SET_SYSEVCTRL, HWPERF_PROFENABLE:
- *						hwperf_profevctrarg_t *
+ *   HWPERF_ENSYSCNTRS, HWPERF_SET_SYSEVCTRL:	hwperf_profevctrarg_t *
+ *   HWPERF_PROFENABLE:				hwperf_profevctrarg_t *,
+ *						struct prof *profp, int profcnt
+ *						(16-bit buckets, PROF_USHORT)
+ *   HWPERF_PROF_CTR_SUSP, HWPERF_PROF_CTR_CONT: none
  *   HWPERF_GET_SYSCNTRS:			hwperf_cntr_t *
  *   HWPERF_GET_CPUCNTRS:			int cpuid, hwperf_cntr_t *
  *   HWPERF_GET_SYSEVCTRL:			hwperf_eventctrl_t * (64 bytes
  *						written, whatever the type)
  *   HWPERF_RELSYSCNTRS:			none
- * Returns what r10k_counters(5) gives, or -1 with errno.  The control node
- * is root's (0600): a non-root caller gets EPERM, as on IRIX.  Requests
- * other than SGI_EVENTCTR and unknown commands: EINVAL.  HWPERF_PROFENABLE,
- * HWPERF_PROF_CTR_SUSP and HWPERF_PROF_CTR_CONT: ENOTSUP (not emulated).
+ * Returns what r10k_counters(5) gives, or -1 with errno.  The commands that
+ * change system mode need root (EPERM).  Requests other than SGI_EVENTCTR
+ * and unknown commands: EINVAL.
  */
 int syssgi(int request, ...);
+
+/*
+ * HWPERF_PROFENABLE with sprofil's flags: PROF_UINT for 32-bit buckets
+ * (IRIX's kernel read them from a fifth syssgi argument the page does not
+ * list; syssgi() here reads no fifth argument and uses 16-bit buckets).
+ */
+struct prof;
+int hwperf_profenable(hwperf_profevctrarg_t *args, struct prof *profp, int profcnt, unsigned int flags);
+
+/* The signal libhwperf takes for its PC ticks while a process profiles. */
+int hwperf_profsignal(void);
 
 /*
  * The rest of syssgi that counter tools call (libhwperf answers them from the

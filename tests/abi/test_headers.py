@@ -41,6 +41,7 @@ STRUCTS = {
     "cpu_mon_t": T.cpu_mon_t,
     "hwperf_prusage_t": T.hwperf_prusage_t,
     "hwperf_cpucntrs_arg_t": P.hwperf_cpucntrs_arg_t,
+    "hwperfd_profenable_t": P.hwperfd_profenable_t,
     "hwperfd_state_t": S.hwperfd_state_t,
     "hwperfd_state_slot_t": S.hwperfd_state_slot_t,
     "hwperfd_statepage_t": S.hwperfd_statepage_t,
@@ -106,7 +107,7 @@ def int_constants(module, prefixes):
 def expected_macros():
     macros = {}
     macros.update(int_constants(T, ("HWPERF_",)))
-    macros.update(int_constants(P, ("PIOC", "HWPERFD_PIOC", "HWIOC_", "HWPERF_", "SGI_")))
+    macros.update(int_constants(P, ("PIOC", "HWPERFD_PIOC", "HWPERFD_PROF", "HWIOC_", "HWPERF_", "SGI_")))
     macros.update(int_constants(S, ("HWPERFD_",)))
     for table in CPU_EVENTS.values():
         for event in table.events:
@@ -259,7 +260,7 @@ def test_ioctl_numbers_present(probe):
         "PIOCSETEVCTRL PIOCSAVECCNTRS PIOCENEVCTRSEX PIOCGETEVCTRLEX HWPERFD_PIOCENEVCTRSEX "
         "HWPERFD_PIOCGETEVCTRLEX HWIOC_PROFENABLE HWIOC_ENSYSCNTRS HWIOC_GET_CPUCNTRS "
         "HWIOC_PROF_CTR_SUSP HWIOC_PROF_CTR_CONT HWIOC_RELSYSCNTRS HWIOC_GET_SYSCNTRS "
-        "HWIOC_GET_SYSEVCTRL HWIOC_SET_SYSEVCTRL SGI_EVENTCTR HWPERF_MAXEVENT"
+        "HWIOC_GET_SYSEVCTRL HWIOC_SET_SYSEVCTRL HWPERFD_PROFENABLE SGI_EVENTCTR HWPERF_MAXEVENT"
     ).split():
         assert name in names
 

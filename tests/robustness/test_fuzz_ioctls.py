@@ -67,11 +67,11 @@ ALLOWED = {
     # IRIX's pointer-carrying forms: a FUSE server cannot follow the pointers.
     "PIOCENEVCTRSEX": {E.EFAULT},
     "PIOCGETEVCTRLEX": {E.EFAULT},
-    "HWIOC_PROFENABLE": {E.ENOTSUP},
+    "HWIOC_PROFENABLE": {E.EFAULT},  # the buffers are the caller's: libhwperf's HWPERFD_PROFENABLE
     "HWIOC_ENSYSCNTRS": {E.EINVAL, E.EBUSY},
     "HWIOC_GET_CPUCNTRS": set(),
-    "HWIOC_PROF_CTR_SUSP": {E.ENOTSUP},
-    "HWIOC_PROF_CTR_CONT": {E.ENOTSUP},
+    "HWIOC_PROF_CTR_SUSP": set(),  # the caller's own counters: always 0
+    "HWIOC_PROF_CTR_CONT": set(),
     "HWIOC_RELSYSCNTRS": {E.EINVAL},
     "HWIOC_GET_SYSCNTRS": {E.EINVAL},
     "HWIOC_GET_SYSEVCTRL": {E.EINVAL},
@@ -79,7 +79,8 @@ ALLOWED = {
 }
 # Smallest successful result: a generation is positive; releases return 0;
 # GET_CPUCNTRS returns 0 for an invalid cpuid.
-MIN_OK = {"PIOCRELEVCTRS": 0, "PIOCSAVECCNTRS": 0, "HWIOC_RELSYSCNTRS": 0, "HWIOC_GET_CPUCNTRS": 0}
+MIN_OK = {"PIOCRELEVCTRS": 0, "PIOCSAVECCNTRS": 0, "HWIOC_RELSYSCNTRS": 0, "HWIOC_GET_CPUCNTRS": 0,
+          "HWIOC_PROF_CTR_SUSP": 0, "HWIOC_PROF_CTR_CONT": 0}  # fmt: skip
 REQUEST_SIZE = structs.hwperf_profevctrarg_t.sizeof()
 UNIGNORABLE = (signal.SIGKILL, signal.SIGSTOP)
 SYSMODE = structs.HWPERF_CM_SYSMODE

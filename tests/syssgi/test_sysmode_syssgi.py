@@ -5,7 +5,8 @@ system mode (kernel mode required, EBUSY only if system mode is held),
 HWPERF_GET_SYSCNTRS sums the CPUs, HWPERF_GET_CPUCNTRS reads one CPU and
 returns 0 for a bad cpuid, HWPERF_GET_SYSEVCTRL is EINVAL when the counters
 are not in use, HWPERF_SET_SYSEVCTRL needs root and bumps the generation on
-every call, HWPERF_RELSYSCNTRS returns 0.  Profiling is not emulated: ENOTSUP.
+every call, HWPERF_RELSYSCNTRS returns 0.  The profiling commands act on the
+caller (tests/syssgi/test_profiling.py runs them through libhwperf).
 """
 
 import errno
@@ -146,14 +147,21 @@ def test_set_sysevctrl_bumps_the_generation_on_every_call(control, manual_mount)
     assert control.set_system_control(first) == gen + 3
 
 
-def test_profiling_commands_are_not_supported(control):
+def test_profiling_commands_act_on_the_caller_and_the_bare_profenable_cannot_reach_buffers(control):
+    """HWPERF_PROFENABLE's histograms are in the caller's memory: the bare
+    ioctl is EFAULT (libhwperf sends HWPERFD_PROFENABLE); SUSP and CONT act
+    on the calling process's own counters and return 0 (here it has none)."""
     args = pack_request({0: spec(0, K)})
-    assert errno_of(fcntl.ioctl, control.fd, structs.HWIOC_PROFENABLE, args) == errno.ENOTSUP
-    assert errno_of(fcntl.ioctl, control.fd, structs.HWIOC_PROF_CTR_SUSP, 0) == errno.ENOTSUP
-    assert errno_of(fcntl.ioctl, control.fd, structs.HWIOC_PROF_CTR_CONT, 0) == errno.ENOTSUP
-    # PROFENABLE also when system mode is held.
+    assert errno_of(fcntl.ioctl, control.fd, structs.HWIOC_PROFENABLE, args) == errno.EFAULT
+    assert fcntl.ioctl(control.fd, structs.HWIOC_PROF_CTR_SUSP, 0) == 0
+    assert fcntl.ioctl(control.fd, structs.HWIOC_PROF_CTR_CONT, 0) == 0
+    # Profiling while system mode is held: EBUSY (hwperf_enable_counters).
     control.enable_system({0: spec(0, K)})
-    assert errno_of(fcntl.ioctl, control.fd, structs.HWIOC_PROFENABLE, args) == errno.ENOTSUP
+    prof = structs.hwperfd_profenable_t.build(
+        dict(hp_args=structs.hwperf_profevctrarg_t.parse(pack_request({0: spec(0, U)}, {0: 1000})), hp_sig=40, hp_pad=0)
+    )
+    assert errno_of(fcntl.ioctl, control.fd, structs.HWPERFD_PROFENABLE, prof) == errno.EBUSY
+    assert errno_of(fcntl.ioctl, control.fd, structs.HWIOC_PROFENABLE, args) == errno.EFAULT
 
 
 def test_non_root_reads_system_counters_and_changes_nothing(control, manual_mount, nobody_python):
