@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -14,6 +15,22 @@
 #include <unistd.h>
 
 #include "hwperfd/state.h"
+
+/* Forks seen in this process (a child's count is its parent's plus one): a
+ * reader mapped before a fork is the parent's page, and it costs less to
+ * compare than getpid(2), a system call on every read. */
+static unsigned forks;
+static pthread_once_t fork_hook = PTHREAD_ONCE_INIT;
+
+static void forked(void)
+{
+    forks++;
+}
+
+static void hook_forks(void)
+{
+    pthread_atfork(NULL, NULL, forked);
+}
 
 static void children_times(struct timeval *user, struct timeval *system)
 {
@@ -52,6 +69,8 @@ int hwperfd_state_open(int fd, struct hwperfd_state_reader *r)
         return -1;
     }
     r->pid = getpid();
+    pthread_once(&fork_hook, hook_forks);
+    r->forks = __atomic_load_n(&forks, __ATOMIC_RELAXED);
     children_times(&r->children_user, &r->children_system);
     return 0;
 }
@@ -88,7 +107,7 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
     int gen;
     unsigned i, nslots;
 
-    if (p == NULL || r->pid != getpid() || n > HWPERFD_STATE_SLOTS) {
+    if (p == NULL || r->forks != __atomic_load_n(&forks, __ATOMIC_RELAXED) || n > HWPERFD_STATE_SLOTS) {
         errno = EAGAIN;
         return -1;
     }

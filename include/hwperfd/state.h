@@ -85,6 +85,7 @@ typedef struct hwperfd_statepage {
 struct hwperfd_state_reader {
     const volatile struct hwperfd_state *page; /* NULL: none, read through the ioctl */
     pid_t pid;                                 /* the process that mapped it */
+    unsigned forks;                            /* forks seen by then (a forked child reads through the ioctl) */
     struct timeval children_user, children_system; /* RUSAGE_CHILDREN at the last ioctl */
 };
 

@@ -199,3 +199,24 @@ def test_a_page_goes_with_its_process_and_the_cap_is_per_user(pages):
     assert refused.value.errno == 11  # EAGAIN
     other = store.grant(PID + 1, 0, 1000)  # another user's cap is its own
     assert os.stat(other).st_uid == 0 and os.stat(other).st_mode & 0o777 == 0o440
+
+
+def test_another_personality_publishes_its_own_pages_beside_irixs(pages):
+    """A second source (here another kernel, standing for a per-thread
+    personality) gets pages of its own for the same id, under the same cap."""
+    store, kernel, ledger, pid = pages
+    other, other_ledger = counting({0: spec_word(0, HWPERF_CNTEN_U)}, mhz=300)
+    other_ledger.run(pid, 0)
+    other.enable(Caller(pid, 0, 0, pid), Proc(pid), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}))
+    mine, theirs = store.grant(pid, 0, 0), store.grant(pid, 0, 0, other, thread=True)
+    assert mine != theirs and len(store) == 2
+    other_ledger.run(pid, 1_000_000)
+    store.publish(pid, other)
+    page = structs.hwperfd_state_t.parse(open(theirs, "rb").read())
+    assert page.hs_slots[0].count == 300_000 and page.hs_pid == pid
+    store.retire(pid, other)
+    assert os.path.exists(mine) and not os.path.exists(theirs)
+    with pytest.raises(OSError):  # the cap (2) counts every source's pages
+        store.grant(pid, 0, 0, other)
+        store.grant(PID, 0, 0)
+        store.grant(PID, 0, 0, other)
