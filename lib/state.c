@@ -44,15 +44,22 @@ static void children_times(struct timeval *user, struct timeval *system)
 int hwperfd_state_open(int fd, struct hwperfd_state_reader *r)
 {
     hwperfd_statepage_t arg;
-    void *map;
-    int page_fd, err;
 
     memset(r, 0, sizeof *r);
     memset(&arg, 0, sizeof arg);
     if (ioctl(fd, HWPERFD_PIOCSTATEPAGE, &arg) < 0)
         return -1;
     arg.hp_path[sizeof arg.hp_path - 1] = '\0';
-    page_fd = open(arg.hp_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    return hwperfd_state_map(arg.hp_path, r);
+}
+
+int hwperfd_state_map(const char *path, struct hwperfd_state_reader *r)
+{
+    void *map;
+    int page_fd, err;
+
+    memset(r, 0, sizeof *r);
+    page_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (page_fd < 0)
         return -1;
     map = mmap(NULL, HWPERFD_STATE_SIZE, PROT_READ, MAP_SHARED, page_fd, 0);

@@ -93,6 +93,10 @@ struct hwperfd_state_reader {
  * enabled counting): 0, or -1 with errno (the reader is then empty). */
 int hwperfd_state_open(int fd, struct hwperfd_state_reader *r);
 
+/* Map the page at `path` (what a personality's own ioctl told the process):
+ * 0, or -1 with errno. */
+int hwperfd_state_map(const char *path, struct hwperfd_state_reader *r);
+
 /* Unmap; the reader is empty afterwards. */
 void hwperfd_state_close(struct hwperfd_state_reader *r);
 
