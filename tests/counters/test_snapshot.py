@@ -220,3 +220,27 @@ def test_another_personality_publishes_its_own_pages_beside_irixs(pages):
         store.grant(pid, 0, 0, other)
         store.grant(PID, 0, 0)
         store.grant(PID, 0, 0, other)
+
+
+def test_pages_are_off_unless_the_directory_is_roots_own(tmp_path):
+    kernel, ledger = counting({0: spec_word(0, HWPERF_CNTEN_U)})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere)
+    assert StatePages.create(kernel, ledger, str(tmp_path / "link"), "/mnt/x", 2) is None
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    assert StatePages.create(kernel, ledger, str(theirs), "/mnt/x", 2) is None
+    assert StatePages.create(kernel, ledger, "", "/mnt/x", 2) is None  # --state-dir ''
+
+
+def test_a_crashed_daemons_pages_are_cleared_at_start(tmp_path):
+    kernel, ledger = counting({0: spec_word(0, HWPERF_CNTEN_U)})
+    first = StatePages(kernel, ledger, str(tmp_path / "state"), "/mnt/x", 2)
+    path = first.grant(PID, 0, 0)  # and never closed
+    second = StatePages(kernel, ledger, str(tmp_path / "state"), "/mnt/x", 2)
+    assert not os.path.exists(path) and second.dir == first.dir
+    assert oct(os.stat(second.dir).st_mode & 0o777) == oct(0o711)
+    second.close()
+    assert not os.path.exists(second.dir)
