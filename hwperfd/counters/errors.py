@@ -1,7 +1,7 @@
 """The closed set of ways a counter request can fail.
 
-These are the IRIX kernel's refusals in domain terms; the ioctl layer maps
-each to its errno in one table (``hwperfd.ioctl.errno_map``).
+These are the IRIX kernel's refusals in domain terms; the IRIX personality (hwperfd.irix) maps
+each to its errno in one table (``hwperfd.irix.errno_map``).
 """
 
 
@@ -31,3 +31,7 @@ class NoSuchProcess(CounterError):
 
 class NotSupported(CounterError):
     """A command this emulation gives no meaning to (ENOTSUP)."""
+
+
+class CountersLimit(CounterError):
+    """A user holds as many counting contexts as one user may (EAGAIN)."""
