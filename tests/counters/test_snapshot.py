@@ -244,3 +244,35 @@ def test_a_crashed_daemons_pages_are_cleared_at_start(tmp_path):
     assert oct(os.stat(second.dir).st_mode & 0o777) == oct(0o711)
     second.close()
     assert not os.path.exists(second.dir)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    model=st.sampled_from(["r10000", "intel"]),
+    select=st.sampled_from([0x8, 0x2, 0x1, 0xB]),
+    bursts=st.lists(st.tuples(st.integers(0, 10**8), st.integers(0, 10**8)), min_size=1, max_size=6),
+)
+def test_a_seed_002_register_extrapolates_like_its_runs(model, select, bursts):
+    """What a per-thread personality publishes: a core register's rates."""
+    from hwperfd.counters.snapshot import register_rates, slot_at, slot_rate
+    from hwperfd.cpu.core import MIPS_EVENT_SHIFT, X86_EN, X86_OS, X86_USR, PmuCpu
+    from hwperfd.cpu.models import MODELS
+    from hwperfd.cpu.profiles import PROFILE_RATES
+
+    cpu = PmuCpu(0, MODELS[model], Fraction(195))
+    if model == "intel":  # cycles (0x3c) in user and/or OS mode
+        evntsel = 0x3C | X86_EN | (X86_USR if select & 0x8 else 0) | (X86_OS if select & 0x3 else 0)
+    else:  # graduated instructions (event 15 on counter 0), U/K/EXL as chosen
+        evntsel = (15 << MIPS_EVENT_SHIFT) | select
+    cpu.program(0, evntsel)
+    rates, exl = PROFILE_RATES["balanced"], Fraction(1, 10)
+    cpu.run(1234, 567, rates, exl)  # a residue carried into the snapshot
+    user, system = register_rates(cpu, 0, rates, exl)
+    assert user + system > 0
+    slot = slot_rate(cpu.total(0), cpu._regs[0].residue, user, system)
+    assert slot is not None
+    du = ds = 0
+    for u, s in bursts:
+        cpu.run(u, s, rates, exl)
+        du, ds = du + u, ds + s
+        assert slot_at(slot, du, ds) == cpu.total(0)
