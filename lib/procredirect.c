@@ -235,7 +235,7 @@ static struct {
     dev_t dev;
     ino_t ino;
     struct hwperfd_state_reader reader;
-} own = {-1, 0, 0, {NULL, 0, {0, 0}, {0, 0}}};
+} own = {-1, 0, 0, {NULL, 0, 0, {0, 0}, {0, 0}}};
 
 static void forget_page(void)
 {
