@@ -103,6 +103,8 @@ class Daemon:
     def _time_moved(self, pid: int) -> None:
         # Under the manual clock, overflow signals follow the advance at once.
         self.kernel.catch_up([pid] if pid >= 0 else [])
+        if pid >= 0:
+            self.fs.perfctr.virtual.poll(pid)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -145,6 +147,11 @@ class Daemon:
         while there are any; otherwise sleep until a request changes controls."""
         while True:
             pids = self.kernel.signalling()
+            if self.fs.perfctr.virtual.interrupting():
+                self.fs.perfctr.virtual.poll()  # perfctr's i-mode counters
+                if not pids:
+                    await trio.sleep(SIGNAL_TICK)
+                    continue
             if not pids:
                 self._controls_changed = trio.Event()
                 await self._controls_changed.wait()
