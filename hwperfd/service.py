@@ -104,7 +104,7 @@ class Daemon:
         # Under the manual clock, overflow signals follow the advance at once.
         self.kernel.catch_up([pid] if pid >= 0 else [])
         if pid >= 0:
-            self.fs.perfctr.virtual.poll(pid)
+            self.fs.perfctr.virtual.advanced(pid)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:

@@ -103,15 +103,16 @@ def check(model: CpuModel, control: PerfctrControl, *, pcint: bool = True) -> No
             raise Invalid(f"ireset[{i}] = {control.ireset[i]} must be negative")
 
 
-def take(state: CpuState, control: PerfctrControl) -> None:
-    """Install checked control data; per-counter sums stay by index (the
-    caller resets those not preserved), i-mode counters are preset on resume."""
+def take(state: CpuState, control: PerfctrControl, sums: list[int] | None = None) -> None:
+    """Install checked control data; per-counter sums carry on by index from
+    ``sums`` (the caller resets those not preserved), i-mode counters are
+    preset on resume."""
     n = control.nractrs + control.nrictrs
-    old = state.pmc
+    old = sums or []
     state.control = CpuControl(
         bool(control.tsc_on), control.nractrs, control.nrictrs,
         control.pmc_map[:n], tuple(e & 0xFFFFFFFF for e in control.evntsel[:n]), control.ireset[:n],
     )  # fmt: skip
     state.cstatus = x86_cstatus(bool(control.tsc_on), control.nractrs, control.nrictrs)
-    state.pmc = [PmcState(control.pmc_map[i], sum=old[i].sum if i < len(old) else 0) for i in range(n)]
+    state.pmc = [PmcState(control.pmc_map[i], sum=old[i] if i < len(old) else 0) for i in range(n)]
     ireload(state)

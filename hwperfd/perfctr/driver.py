@@ -138,6 +138,13 @@ class Vperfctr:
     seen: tuple[int, int] = (0, 0)  # the thread's CPU time counted so far
     handles: int = 0
     freed: bool = False
+    sums: list[int] = field(default_factory=lambda: [0] * abi.NR_CTRS)  # pmc[].sum, all 18 of them
+
+    def sync(self) -> None:
+        """The active counters' sums into the full array (perfctr keeps every
+        pmc[].sum, so a stopped perfctr still reads its last counts)."""
+        for i, pmc in enumerate(self.state.pmc):
+            self.sums[i] = pmc.sum
 
     @property
     def cstatus(self) -> int:
@@ -259,6 +266,13 @@ class Virtual:
             if owner is not None and owner.tgid == tgid and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC:
                 self.unlink(perfctr)
 
+    def advanced(self, tgid: int) -> None:
+        """The manual clock moved ``tgid``: its perfctrs count the time now
+        (their counts stay exact whatever the clock forgets at exit)."""
+        for perfctr in list(self.by_tid.values()):
+            if perfctr.owner is not None and perfctr.owner.tgid == tgid and self.alive(perfctr):
+                self.catch_up(perfctr)
+
     def interrupting(self) -> list[Vperfctr]:
         """Perfctrs with i-mode counters running: they need timely catch-up."""
         return [p for p in self.by_tid.values() if p.state.nrictrs]
@@ -284,8 +298,9 @@ class Virtual:
         # perfctr_cpu_update_control: cstatus is 0 until the data is taken,
         # so a refused control leaves the counters stopped.
         perfctr.state.cstatus = 0
+        perfctr.sync()
         ctl.check(self.cpus.model, request, pcint=self.cpus.model.overflow_interrupt)
-        ctl.take(perfctr.state, request)
+        ctl.take(perfctr.state, request, perfctr.sums)
         perfctr.user = request
         if not perfctr.state.cstatus:
             return
@@ -294,7 +309,7 @@ class Virtual:
             perfctr.state.tsc_sum = 0
         for i, pmc in enumerate(perfctr.state.pmc):
             if not preserve & (1 << i):
-                pmc.sum = 0
+                pmc.sum = perfctr.sums[i] = 0
         perfctr.flags = flags
         resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
 
@@ -315,8 +330,8 @@ class Virtual:
         """(cstatus, tsc sum, pmc sums) brought up to date."""
         if perfctr.owner is not None:
             self.catch_up(perfctr)
-        state = perfctr.state
-        return state.cstatus, state.tsc_sum, [p.sum for p in state.pmc]
+        perfctr.sync()
+        return perfctr.state.cstatus, perfctr.state.tsc_sum, list(perfctr.sums)
 
 
 class GlobalPerfctr:
