@@ -273,6 +273,12 @@ class Virtual:
             if perfctr.owner is not None and perfctr.owner.tgid == tgid and self.alive(perfctr):
                 self.catch_up(perfctr)
 
+    def reap(self) -> None:
+        """Unlink the perfctrs of threads that have gone (their handles may
+        still read the final counts)."""
+        for perfctr in list(self.by_tid.values()):
+            self.alive(perfctr)
+
     def interrupting(self) -> list[Vperfctr]:
         """Perfctrs with i-mode counters running: they need timely catch-up."""
         return [p for p in self.by_tid.values() if p.state.nrictrs]
@@ -387,6 +393,7 @@ class GlobalPerfctr:
         if interval_usec and interval_usec < MIN_INTERVAL_USEC:
             raise BadCpu(f"a sampling interval of {interval_usec} us is below {MIN_INTERVAL_USEC}")
         if self.nr_active > 0 and not self.ours:
+            self._virtual.reap()
             if self._virtual.live:
                 raise Busy(f"hardware taken by '{VIRTUAL_SERVICE}'")
             holder = self.cpus.reservation.reserve(GLOBAL_SERVICE)
@@ -579,6 +586,7 @@ class PerfctrDevice:
     def describe(self) -> str:
         """What reading the node shows: perfctr_info, for people and scripts."""
         model = self.cpus.model
+        self.virtual.reap()
         lines = [
             f"abi_version {abi.PERFCTR_ABI_VERSION:#010x}",
             f"driver_version {abi.DRIVER_VERSION}",
