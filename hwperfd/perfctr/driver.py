@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from hwperfd.counters.errors import CountersLimit
+from hwperfd.counters.threads import ThreadContext, ThreadTable
 from hwperfd.cpu.core import CpuState, PmuCpu, identify_overflow, ireload, resume, sample, suspend
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
@@ -34,6 +36,7 @@ from structs import perfctr as abi
 
 log = logging.getLogger(__name__)
 
+SERVICE = "perfctr"  # its name in the per-thread contexts
 GLOBAL_SERVICE = "perfctr-global"  # global mode's name in the reservation
 VIRTUAL_SERVICE = "perfctr-virtual"  # what global mode is told while vperfctrs exist
 MIN_INTERVAL_USEC = 10000  # gperfctr_start: a sampling interval below 10 ms is EINVAL
@@ -108,14 +111,13 @@ ERRNO: dict[type[Exception], int] = {
     NoGlobalImode: errno.EPERM,
     NotRoot: errno.EPERM,
     NotBound: errno.EBUSY,
+    CountersLimit: errno.EAGAIN,
     ctl.Invalid: errno.EINVAL,
     ctl.Forbidden: errno.EPERM,
 }
 
 
 class Clock(Protocol):
-    def process_times(self, pid: int) -> tuple[int, int] | None: ...
-
     def cpu_times(self, cpu: int) -> tuple[int, int]: ...
 
     def tsc_ns(self, cpu: int) -> int: ...
@@ -126,16 +128,20 @@ Signaller = Callable[[tasks.Task, int, int], None]  # (thread, signal, mask)
 
 @dataclass
 class Vperfctr:
-    """One thread's virtual perfctr (virtual.c's ``struct vperfctr``)."""
+    """One thread's virtual perfctr (virtual.c's ``struct vperfctr``).  While
+    linked it rides on the thread's context in the shared ``ThreadTable``
+    (``ctx``: identity, CPU time, the private ``PmuCpu``); unlinked (the
+    thread exited, or VPERFCTR_UNLINK) it keeps its final state for the
+    handles that still refer to it."""
 
-    owner: tasks.Task | None
+    ctx: ThreadContext | None
     pmu: PmuCpu
+    owner: tasks.Task | None = None
     state: CpuState = field(default_factory=CpuState)
     user: ctl.PerfctrControl = ctl.EMPTY
     si_signo: int = 0
     flags: int = 0
     iresume_cstatus: int = 0
-    seen: tuple[int, int] = (0, 0)  # the thread's CPU time counted so far
     handles: int = 0
     freed: bool = False
     sums: list[int] = field(default_factory=lambda: [0] * abi.NR_CTRS)  # pmc[].sum, all 18 of them
@@ -156,150 +162,125 @@ class Vperfctr:
 
 
 class Virtual:
-    """Every thread's vperfctr, by tid."""
+    """Every thread's vperfctr, on the shared per-thread contexts."""
 
-    def __init__(
-        self, cpus: CpuSet, clock: Clock, profile: Callable[[int], WorkloadProfile], signal: Signaller
-    ) -> None:
+    def __init__(self, cpus: CpuSet, threads: ThreadTable, signal: Signaller) -> None:
         self.cpus = cpus
-        self.clock = clock
-        self._profile = profile
+        self.threads = threads
         self._signal = signal
-        self.by_tid: dict[int, Vperfctr] = {}
         self.live = 0  # objects not yet freed (linked or held by a handle)
+        threads.register(SERVICE, on_exec=self._on_exec, on_exit=self._on_exit, on_overflow=self._on_overflow)
 
     # -- time --
 
-    def times(self, task: tasks.Task) -> tuple[int, int] | None:
-        thread_times = getattr(self.clock, "thread_times", None)
-        if thread_times is not None:
-            result: tuple[int, int] | None = thread_times(task.tgid, task.tid)
-            return result
-        return self.clock.process_times(task.tid if task.tid == task.tgid else task.tgid)
-
-    def tsc(self, perfctr: Vperfctr) -> int:
-        return perfctr.pmu.tsc.at(perfctr.seen[0] + perfctr.seen[1])
+    @staticmethod
+    def tsc(perfctr: Vperfctr) -> int:
+        """The virtual TSC: it runs while the thread runs."""
+        return perfctr.pmu.tsc.at(perfctr.ctx.ran_ns if perfctr.ctx is not None else 0)
 
     def catch_up(self, perfctr: Vperfctr) -> None:
-        """Run the thread's new CPU time through its counters; an i-mode
-        overflow suspends them and signals the thread (virtual.c's ihandler)."""
-        task = perfctr.owner
-        if task is None:
-            return
-        now = self.times(task)
-        if now is None:
-            return
-        user, system = max(0, now[0] - perfctr.seen[0]), max(0, now[1] - perfctr.seen[1])
-        perfctr.seen = (perfctr.seen[0] + user, perfctr.seen[1] + system)
+        if perfctr.ctx is not None:
+            self.threads.catch_up(perfctr.ctx)
+            self._settle(perfctr)
+
+    def _on_overflow(self, ctx: ThreadContext, mask: int) -> None:
+        if isinstance(ctx.data, Vperfctr):
+            self._settle(ctx.data)
+
+    def _settle(self, perfctr: Vperfctr) -> None:
+        """Bring the sums up to the counters; an i-mode overflow suspends
+        them and signals the thread (virtual.c's ihandler)."""
         if not perfctr.running:
             return
-        if user or system:
-            profile = self._profile(task.tgid)
-            perfctr.pmu.run(user, system, profile.rates, profile.exl_share)
         tsc = self.tsc(perfctr)
         sample(perfctr.state, perfctr.pmu, tsc)
         state = perfctr.state
         if state.nrictrs and any(perfctr.pmu.pending(p.map) for p in state.pmc[state.nractrs :]):
-            self._overflow(perfctr, task, tsc)
-
-    def _overflow(self, perfctr: Vperfctr, task: tasks.Task, tsc: int) -> None:
-        suspend(perfctr.state, perfctr.pmu, tsc)
-        mask = identify_overflow(perfctr.state, perfctr.pmu)
-        perfctr.iresume_cstatus = perfctr.state.cstatus
-        # Suspend a-mode and i-mode counters, leaving only the TSC on.
-        perfctr.state.cstatus = ctl.x86_cstatus(True, 0, 0) if perfctr.state.has_tsc else 0
-        perfctr.state.tsc_start = tsc
-        if perfctr.si_signo:
-            self._signal(task, perfctr.si_signo, mask)
+            suspend(state, perfctr.pmu, tsc)
+            mask = identify_overflow(state, perfctr.pmu)
+            perfctr.iresume_cstatus = state.cstatus
+            # Suspend a-mode and i-mode counters, leaving only the TSC on.
+            state.cstatus = ctl.x86_cstatus(True, 0, 0) if state.has_tsc else 0
+            state.tsc_start = tsc
+            if perfctr.si_signo and perfctr.owner is not None:
+                self._signal(perfctr.owner, perfctr.si_signo, mask)
 
     # -- life --
 
+    def _on_exec(self, ctx: ThreadContext) -> bool:
+        """exec(2) keeps the state unless VPERFCTR_CONTROL_CLOEXEC (virtual.c ``__vperfctr_flush``)."""
+        perfctr = ctx.data
+        return not (isinstance(perfctr, Vperfctr) and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC)
+
+    def _on_exit(self, ctx: ThreadContext) -> None:
+        if isinstance(ctx.data, Vperfctr):
+            self._unlinked(ctx.data)
+
+    def get(self, tid: int) -> Vperfctr | None:
+        ctx = self.threads.get(SERVICE, tid)
+        return ctx.data if ctx is not None and isinstance(ctx.data, Vperfctr) else None
+
     def alive(self, perfctr: Vperfctr) -> bool:
-        """Whether the owner is still the thread it was; a gone owner is
-        unlinked with its final counts (exit_thread -> vperfctr_unlink)."""
-        task = perfctr.owner
-        if task is None:
+        """Whether the owner is still the thread it was (a gone owner's
+        perfctr is unlinked with its final counts: exit_thread)."""
+        ctx = perfctr.ctx
+        if ctx is None:
             return False
-        now = tasks.read_task(task.tid)
-        if now is not None and now.start == task.start and now.state not in ("Z", "X"):
-            return True
-        self.unlink(perfctr)
-        return False
+        if self.threads.get(SERVICE, ctx.tid) is not ctx:
+            self._unlinked(perfctr)
+            return False
+        return True
 
     def unlink(self, perfctr: Vperfctr) -> None:
-        task = perfctr.owner
-        if task is None:
+        ctx = perfctr.ctx
+        if ctx is None:
             return
         self.catch_up(perfctr)
+        self._unlinked(perfctr)
+        self.threads.detach(SERVICE, ctx.tid)
+
+    def _unlinked(self, perfctr: Vperfctr) -> None:
+        if perfctr.ctx is None:
+            return
+        self._settle(perfctr)
         if perfctr.running:
             suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
+        perfctr.sync()
+        perfctr.ctx = None
         perfctr.owner = None
-        if self.by_tid.get(task.tid) is perfctr:
-            del self.by_tid[task.tid]
         perfctr.state.cstatus = 0
         perfctr.iresume_cstatus = 0
         self.maybe_free(perfctr)
 
     def maybe_free(self, perfctr: Vperfctr) -> None:
-        if perfctr.owner is None and perfctr.handles <= 0 and not perfctr.freed:
+        if perfctr.ctx is None and perfctr.handles <= 0 and not perfctr.freed:
             perfctr.freed = True
             self.live -= 1
 
-    def create(self, task: tasks.Task) -> Vperfctr:
-        perfctr = Vperfctr(task, PmuCpu(0, self.cpus.model, self.cpus.mhz))
-        perfctr.seen = self.times(task) or (0, 0)
-        self.by_tid[task.tid] = perfctr
+    def create(self, task: tasks.Task, uid: int) -> Vperfctr:
+        try:
+            ctx = self.threads.attach(SERVICE, task.tgid, task.tid, uid)
+        except LookupError:
+            raise NoSuchThread(f"no thread {task.tid}") from None
+        perfctr = Vperfctr(ctx, ctx.cpu, task)
+        ctx.data = perfctr
         self.live += 1
         return perfctr
 
-    def get(self, tid: int) -> Vperfctr | None:
-        perfctr = self.by_tid.get(tid)
-        if perfctr is not None and not self.alive(perfctr):
-            return None
-        return perfctr
-
-    def exec_flush(self, tgid: int) -> None:
-        """exec(2) of a process: unlink its threads' perfctrs that asked for
-        VPERFCTR_CONTROL_CLOEXEC (virtual.c ``__vperfctr_flush``)."""
-        for perfctr in list(self.by_tid.values()):
-            owner = perfctr.owner
-            if owner is not None and owner.tgid == tgid and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC:
-                self.unlink(perfctr)
-
-    def advanced(self, tgid: int) -> None:
-        """The manual clock moved ``tgid``: its perfctrs count the time now
-        (their counts stay exact whatever the clock forgets at exit)."""
-        for perfctr in list(self.by_tid.values()):
-            if perfctr.owner is not None and perfctr.owner.tgid == tgid and self.alive(perfctr):
-                self.catch_up(perfctr)
-
     def reap(self) -> None:
-        """Unlink the perfctrs of threads that have gone (their handles may
-        still read the final counts)."""
-        for perfctr in list(self.by_tid.values()):
-            self.alive(perfctr)
-
-    def interrupting(self) -> list[Vperfctr]:
-        """Perfctrs with i-mode counters running: they need timely catch-up."""
-        return [p for p in self.by_tid.values() if p.state.nrictrs]
-
-    def poll(self, tgid: int | None = None) -> None:
-        """Catch up the perfctrs with i-mode counters (of ``tgid``, or all),
-        so that overflow signals go out (the clock tick; a manual advance)."""
-        for perfctr in self.interrupting():
-            if perfctr.owner is not None and (tgid is None or perfctr.owner.tgid == tgid):
-                if self.alive(perfctr):
-                    self.catch_up(perfctr)
+        """Unlink the perfctrs of threads that have gone."""
+        for ctx in list(self.threads.contexts(SERVICE)):
+            if isinstance(ctx.data, Vperfctr):
+                self.alive(ctx.data)
 
     # -- the "system calls" (virtual.c sys_vperfctr_*) --
 
     def control(self, perfctr: Vperfctr, request: ctl.PerfctrControl, si_signo: int, preserve: int, flags: int) -> None:
-        if perfctr.owner is None:
+        if perfctr.ctx is None:
             raise Unlinked("attempt to update an unlinked perfctr")
         self.catch_up(perfctr)
         if perfctr.running:
             suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
-            perfctr.state.cstatus = 0
             perfctr.iresume_cstatus = 0
         # perfctr_cpu_update_control: cstatus is 0 until the data is taken,
         # so a refused control leaves the counters stopped.
@@ -320,7 +301,7 @@ class Virtual:
         resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
 
     def iresume(self, perfctr: Vperfctr) -> None:
-        if perfctr.owner is None:
+        if perfctr.ctx is None:
             raise Unlinked("attempt to resume an unlinked perfctr")
         if not perfctr.iresume_cstatus & (0x7F << 16):
             raise NothingPending("no overflow to resume from")
@@ -334,8 +315,7 @@ class Virtual:
 
     def read_state(self, perfctr: Vperfctr) -> tuple[int, int, list[int]]:
         """(cstatus, tsc sum, pmc sums) brought up to date."""
-        if perfctr.owner is not None:
-            self.catch_up(perfctr)
+        self.catch_up(perfctr)
         perfctr.sync()
         return perfctr.state.cstatus, perfctr.state.tsc_sum, list(perfctr.sums)
 
@@ -440,12 +420,12 @@ class PerfctrDevice:
         self,
         cpus: CpuSet,
         clock: Clock,
-        profile: Callable[[int], WorkloadProfile],
+        threads: ThreadTable,
         default_profile: Callable[[], WorkloadProfile],
         signal: Signaller | None = None,
     ) -> None:
         self.cpus = cpus
-        self.virtual = Virtual(cpus, clock, profile, signal or send_overflow)
+        self.virtual = Virtual(cpus, threads, signal or send_overflow)
         self.globl = GlobalPerfctr(cpus, clock, default_profile, self.virtual)
         self._bound: dict[int, Vperfctr] = {}  # handle -> its vperfctr
 
@@ -486,7 +466,7 @@ class PerfctrDevice:
     def __call__(self, fh: int, cmd: int, arg: int, data: bytes, tid: int, uid: int) -> tuple[int, bytes]:
         try:
             return self._dispatch(fh, cmd, arg, data, tid, uid)
-        except (PerfctrError, ctl.ControlRefused) as exc:
+        except (PerfctrError, ctl.ControlRefused, CountersLimit) as exc:
             log.debug("perfctr: %s", exc)
             raise OSError(ERRNO[type(exc)], str(exc)) from None
 
@@ -503,7 +483,7 @@ class PerfctrDevice:
             if perfctr is not None:
                 raise NotBound("this file is a vperfctr already")
             request = abi.vperfctr_attach.parse(data)
-            return 0, self._attach(fh, request.tid, bool(request.creat), tid)
+            return 0, self._attach(fh, request.tid, bool(request.creat), tid, uid)
         if cmd in _VIRTUAL:
             if perfctr is None:
                 raise NotAVperfctr("not a vperfctr file")
@@ -526,7 +506,7 @@ class PerfctrDevice:
             return 0, b""
         raise UnknownCall(f"unknown ioctl {cmd:#010x}")
 
-    def _attach(self, fh: int, target: int, creat: bool, caller: int) -> bytes:
+    def _attach(self, fh: int, target: int, creat: bool, caller: int, uid: int) -> bytes:
         """vperfctr_attach: tid 0 is the caller; another thread must be
         stopped under the caller's ptrace."""
         if creat and not self.supported:
@@ -543,7 +523,7 @@ class PerfctrDevice:
         if creat:
             if perfctr is not None:
                 raise Exists(f"thread {tid} has a perfctr")
-            perfctr = self.virtual.create(task)
+            perfctr = self.virtual.create(task, uid)
         if perfctr is not None:
             perfctr.handles += 1
             self._bound[fh] = perfctr
@@ -558,8 +538,8 @@ class PerfctrDevice:
     def _virtual_call(self, perfctr: Vperfctr, cmd: int, data: bytes, caller: int) -> tuple[int, bytes]:
         virtual = self.virtual
         live = virtual.alive(perfctr)
-        if live and perfctr.owner is not None and perfctr.owner.tid != caller:
-            task = tasks.read_task(perfctr.owner.tid)
+        if live and perfctr.ctx is not None and perfctr.ctx.tid != caller:
+            task = tasks.read_task(perfctr.ctx.tid)
             if task is not None:
                 self._check_attach(task, caller)
         if cmd == abi.VPERFCTR_CONTROL:
@@ -595,7 +575,7 @@ class PerfctrDevice:
             f"counters {model.counters if self.supported else 0}",
             f"cpu_khz {int(self.cpus.mhz * 1000)}",
             f"cpus {len(self.cpus)}",
-            f"vperfctrs {len(self.virtual.by_tid)}",
+            f"vperfctrs {sum(1 for _ in self.virtual.threads.contexts(SERVICE))}",
             f"global {'running' if self.globl.ours else 'stopped'} active-cpus {self.globl.nr_active}",
             f"reserved-by {self.cpus.reservation.holder or '-'}",
         ]
