@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import ROOT, running_hwperfd
 
 HERE = Path(__file__).resolve().parent
-PROGRAMS = ("self", "signal", "global", "launcher")
+PROGRAMS = ("self", "signal", "global", "launcher", "threads", "remote")
 MHZ = 1000  # 1 ms of CPU time = 1 000 000 cycles
 
 
@@ -26,7 +26,7 @@ def perfctr_programs(shared_tmp) -> dict[str, Path]:
         target = out / name
         subprocess.run(
             ["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", "-o", str(target),
-             str(HERE / f"{name}.c"), str(ROOT / "lib" / "libperfctr.a")],
+             str(HERE / f"{name}.c"), str(ROOT / "lib" / "libperfctr.a"), "-lpthread"],
             check=True,
         )  # fmt: skip
         built[name] = target

@@ -99,6 +99,8 @@ int main(int argc, char **argv)
 	control.cpu_control.pmc_map[1] = 1;
 	control.cpu_control.evntsel[1] = (info.cpu_type == PERFCTR_X86_AMD_K8 ? 0x76 : 0x3C)
 	    | (1 << 16) | (1 << 17) | (1 << 22);
+	if (getenv("LAUNCHER_CLOEXEC"))
+	    control.flags = VPERFCTR_CONTROL_CLOEXEC;
 	if (_vperfctr_control(fd, &control) < 0) {
 	    perror("_vperfctr_control");
 	    _exit(1);

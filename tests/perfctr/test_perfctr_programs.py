@@ -9,6 +9,7 @@ profile (0.8 instructions per cycle).
 from __future__ import annotations
 
 import re
+import time
 import subprocess
 
 import pytest
@@ -126,3 +127,45 @@ def test_global_mode_as_nobody_is_refused_with_eperm(intel, perfctr_programs):
     out, err = proc.communicate("", timeout=30)
     assert proc.returncode == 1
     assert "gperfctr_control: Operation not permitted" in err
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+def test_each_thread_counts_only_its_own_time(intel, perfctr_programs, nobody):
+    proc = start(intel, perfctr_programs["threads"], nobody=nobody)
+    worker = fields(until(proc, "worker"))["tid"]
+    main = fields(until(proc, "main"))["tid"]
+    intel.control(f"advance-thread {worker} 3ms")
+    intel.control(f"advance-thread {main} 1ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    lines = {line.split()[0]: fields(line) for line in out.splitlines()}
+    assert lines["worker"] == {"tsc": 3 * MS, "pmc0": 3 * MS}
+    assert lines["main"] == {"tsc": MS, "pmc0": MS}
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+def test_rvperfctr_controls_and_reads_a_ptrace_stopped_process(intel, perfctr_programs, nobody):
+    proc = start(intel, perfctr_programs["remote"], nobody=nobody)
+    child = fields(until(proc, "attached"))["pid"]
+    intel.control(f"advance {child} 2ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    assert "not ESRCH" not in out
+    assert fields(out.splitlines()[-1]) == {"tsc": 2 * MS, "pmc0": 2 * MS}
+
+
+def test_cloexec_unlinks_the_state_at_exec(intel, perfctr_programs):
+    proc = subprocess.Popen(
+        [str(perfctr_programs["launcher"]), "sh", "-c", "read x"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=intel.env(LAUNCHER_CLOEXEC="1"),
+    )  # fmt: skip
+    child = fields(until(proc, "child"))["pid"]
+    deadline = time.monotonic() + 10
+    while "vperfctrs 0" not in (intel.path / "perfctr").read_text():  # the exec has been seen
+        assert time.monotonic() < deadline, "the exec never unlinked the perfctr"
+        time.sleep(0.01)
+    intel.control(f"advance {child} 2ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    last = fields(out.splitlines()[-1])
+    assert last["pmc0"] == last["pmc1"] == last["tsc"] == 0
