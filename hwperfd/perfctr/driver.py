@@ -144,6 +144,7 @@ class Vperfctr:
     iresume_cstatus: int = 0
     handles: int = 0
     freed: bool = False
+    exited: ThreadContext | None = None  # a main thread gone: its last time is the process's exit accounting
     sums: list[int] = field(default_factory=lambda: [0] * abi.NR_CTRS)  # pmc[].sum, all 18 of them
 
     def sync(self) -> None:
@@ -164,10 +165,19 @@ class Vperfctr:
 class Virtual:
     """Every thread's vperfctr, on the shared per-thread contexts."""
 
-    def __init__(self, cpus: CpuSet, threads: ThreadTable, signal: Signaller) -> None:
+    def __init__(
+        self,
+        cpus: CpuSet,
+        threads: ThreadTable,
+        signal: Signaller,
+        process_times: Callable[[int], tuple[int, int] | None] = lambda pid: None,
+        profile: Callable[[int], WorkloadProfile] = lambda pid: WorkloadProfile(),
+    ) -> None:
         self.cpus = cpus
         self.threads = threads
         self._signal = signal
+        self._process_times = process_times
+        self._profile = profile
         self.live = 0  # objects not yet freed (linked or held by a handle)
         threads.register(SERVICE, on_exec=self._on_exec, on_exit=self._on_exit, on_overflow=self._on_overflow)
 
@@ -176,7 +186,8 @@ class Virtual:
     @staticmethod
     def tsc(perfctr: Vperfctr) -> int:
         """The virtual TSC: it runs while the thread runs."""
-        return perfctr.pmu.tsc.at(perfctr.ctx.ran_ns if perfctr.ctx is not None else 0)
+        ctx = perfctr.ctx or perfctr.exited
+        return perfctr.pmu.tsc.at(ctx.ran_ns if ctx is not None else 0)
 
     def catch_up(self, perfctr: Vperfctr) -> None:
         if perfctr.ctx is not None:
@@ -213,8 +224,37 @@ class Virtual:
         return not (isinstance(perfctr, Vperfctr) and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC)
 
     def _on_exit(self, ctx: ThreadContext) -> None:
-        if isinstance(ctx.data, Vperfctr):
-            self._unlinked(ctx.data)
+        """exit_thread -> vperfctr_unlink.  A thread's time after its last
+        catch-up is gone with it, except a main thread's: the process's exit
+        accounting has it, and it reaches the clock after this event, so the
+        final counts are taken at the next look (``finish``)."""
+        perfctr = ctx.data
+        if not isinstance(perfctr, Vperfctr):
+            return
+        if ctx.tid == ctx.pid and perfctr.running:
+            perfctr.exited = ctx
+            perfctr.ctx = None
+            perfctr.owner = None
+            return
+        self._unlinked(perfctr)
+
+    def finish(self, perfctr: Vperfctr) -> None:
+        """Count an exited main thread's last run from its process's final CPU
+        time, then unlink with the final counts."""
+        ctx = perfctr.exited
+        if ctx is None:
+            return
+        perfctr.exited = None
+        final = self._process_times(ctx.pid)
+        if final is not None:
+            user, system = max(0, final[0] - ctx.seen[0]), max(0, final[1] - ctx.seen[1])
+            if user or system:
+                ctx.seen = (ctx.seen[0] + user, ctx.seen[1] + system)
+                ctx.ran_ns += user + system
+                profile = self._profile(ctx.pid)
+                ctx.cpu.run(user, system, profile.rates, profile.exl_share)
+        perfctr.ctx = ctx
+        self._unlinked(perfctr)
 
     def get(self, tid: int) -> Vperfctr | None:
         ctx = self.threads.get(SERVICE, tid)
@@ -253,7 +293,9 @@ class Virtual:
         self.maybe_free(perfctr)
 
     def maybe_free(self, perfctr: Vperfctr) -> None:
-        if perfctr.ctx is None and perfctr.handles <= 0 and not perfctr.freed:
+        if perfctr.exited is not None and perfctr.handles <= 0:
+            self.finish(perfctr)
+        if perfctr.ctx is None and perfctr.exited is None and perfctr.handles <= 0 and not perfctr.freed:
             perfctr.freed = True
             self.live -= 1
 
@@ -423,9 +465,12 @@ class PerfctrDevice:
         threads: ThreadTable,
         default_profile: Callable[[], WorkloadProfile],
         signal: Signaller | None = None,
+        *,
+        process_times: Callable[[int], tuple[int, int] | None] = lambda pid: None,
+        profile: Callable[[int], WorkloadProfile] = lambda pid: WorkloadProfile(),
     ) -> None:
         self.cpus = cpus
-        self.virtual = Virtual(cpus, threads, signal or send_overflow)
+        self.virtual = Virtual(cpus, threads, signal or send_overflow, process_times, profile)
         self.globl = GlobalPerfctr(cpus, clock, default_profile, self.virtual)
         self._bound: dict[int, Vperfctr] = {}  # handle -> its vperfctr
 
@@ -537,6 +582,7 @@ class PerfctrDevice:
 
     def _virtual_call(self, perfctr: Vperfctr, cmd: int, data: bytes, caller: int) -> tuple[int, bytes]:
         virtual = self.virtual
+        virtual.finish(perfctr)
         live = virtual.alive(perfctr)
         if live and perfctr.ctx is not None and perfctr.ctx.tid != caller:
             task = tasks.read_task(perfctr.ctx.tid)

@@ -136,7 +136,10 @@ class ProcFs(pyfuse3.Operations):
         self._syssgi_ioctls = SyssgiIoctls(kernel)
         self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
-        self.perfctr = PerfctrDevice(kernel.cpus, clock, self.threads, lambda: kernel.default_profile)
+        self.perfctr = PerfctrDevice(
+            kernel.cpus, clock, self.threads, lambda: kernel.default_profile,
+            process_times=clock.process_times, profile=kernel.profile,
+        )  # fmt: skip
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
