@@ -221,7 +221,11 @@ class Virtual:
     def _on_exec(self, ctx: ThreadContext) -> bool:
         """exec(2) keeps the state unless VPERFCTR_CONTROL_CLOEXEC (virtual.c ``__vperfctr_flush``)."""
         perfctr = ctx.data
-        return not (isinstance(perfctr, Vperfctr) and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC)
+        if isinstance(perfctr, Vperfctr) and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC:
+            self.threads.catch_up(ctx)
+            self._unlinked(perfctr)  # the thread lives on: its counts end here
+            return False
+        return True
 
     def _on_exit(self, ctx: ThreadContext) -> None:
         """exit_thread -> vperfctr_unlink.  A thread's time after its last

@@ -56,3 +56,10 @@ def amd(shared_tmp):
 def mips(shared_tmp):
     with _mount(shared_tmp, "perfctr-mips", "--clock", "manual", "--cpus", "1") as m:
         yield m
+
+
+@pytest.fixture(scope="session")
+def intel_real(shared_tmp):
+    """A Core 2 at 1000 MHz on the real clock: threads count their real CPU time."""
+    with _mount(shared_tmp, "perfctr-intel-real", "--cpus", "1", "--cpu-type", "intel", "--mhz", str(MHZ)) as m:
+        yield m

@@ -169,3 +169,15 @@ def test_cloexec_unlinks_the_state_at_exec(intel, perfctr_programs):
     assert proc.returncode == 0, err
     last = fields(out.splitlines()[-1])
     assert last["pmc0"] == last["pmc1"] == last["tsc"] == 0
+
+
+def test_launcher_under_the_real_clock_counts_the_childs_cpu_time(intel_real, perfctr_programs):
+    loop = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
+    proc = start(intel_real, perfctr_programs["launcher"], "sh", "-c", loop)
+    out, err = proc.communicate("", timeout=60)
+    assert proc.returncode == 0, err
+    last = fields(out.splitlines()[-1])
+    # the child's run time, in cycles at 1000 MHz: tens of milliseconds at least
+    assert last["tsc"] > 10 * MS
+    assert last["pmc1"] == last["tsc"]  # cycles in user and kernel mode: the whole run
+    assert 0 < last["pmc0"] <= last["tsc"] * 8 // 10 + 1  # instructions in user mode only, 0.8 per cycle
