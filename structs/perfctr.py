@@ -9,6 +9,8 @@ size = the struct's).  ``_IO`` commands keep their argument (a tid, an
 interval) in ``arg``.
 """
 
+import struct
+
 from construct import Array, Bytes, Int32sl, Int32ul, Int64ul, Padding, Struct
 
 from structs.procfs import _IO, _IOR, _IOW, _IOWR
@@ -88,6 +90,12 @@ GPERFCTR_CPU_STATE_SIZE = gperfctr_cpu_state.sizeof()  # 496
 # brought up to date.
 vperfctr_state = Struct("cstatus" / Int32ul, Padding(4), "sum" / perfctr_sum_ctrs)
 VPERFCTR_STATE_SIZE = vperfctr_state.sizeof()  # 160
+
+# The same two layouts for the read path, packed without construct's cost
+# (a thread's reads are the hot path; the ABI test compares them).
+SUM_CTRS_PACK = struct.Struct(f"<Q{NR_CTRS}Q")
+VPERFCTR_STATE_PACK = struct.Struct(f"<I4xQ{NR_CTRS}Q")
+assert SUM_CTRS_PACK.size == SUM_CTRS_SIZE and VPERFCTR_STATE_PACK.size == VPERFCTR_STATE_SIZE
 
 # PERFCTR_CPUS: a fixed mask of 32 words (1024 CPUs); nrwords says how many count.
 CPU_MASK_WORDS = 32

@@ -609,9 +609,10 @@ class PerfctrDevice:
                 "flags": perfctr.flags, "_reserved": [0] * 3,
             })  # fmt: skip
         cstatus, tsc, pmcs = virtual.read_state(perfctr)
+        wrapped = [p & 0xFFFFFFFFFFFFFFFF for p in pmcs]
         if cmd == abi.VPERFCTR_READ_SUM:
-            return 0, abi.perfctr_sum_ctrs.build(_sums(tsc, pmcs))
-        return 0, abi.vperfctr_state.build({"cstatus": cstatus, "sum": _sums(tsc, pmcs)})
+            return 0, abi.SUM_CTRS_PACK.pack(tsc, *wrapped)
+        return 0, abi.VPERFCTR_STATE_PACK.pack(cstatus, tsc, *wrapped)
 
     def describe(self) -> str:
         """What reading the node shows: perfctr_info, for people and scripts."""
