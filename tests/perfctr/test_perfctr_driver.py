@@ -391,3 +391,41 @@ def test_the_node_reads_as_the_drivers_info(intel):
     text = (intel.path / "perfctr").read_text()
     assert "cpu_type 18" in text and "abi_version 0x05020501" in text
     assert sys.platform == "linux"
+
+
+def test_random_requests_get_an_errno_and_the_daemon_stays_up(intel):
+    import random
+
+    rng = random.Random(12)
+    sized = [abi.PERFCTR_ABI, abi.PERFCTR_INFO, abi.PERFCTR_CPUS, abi.VPERFCTR_READ_SUM, abi.VPERFCTR_CONTROL,
+             abi.VPERFCTR_READ_CONTROL, abi.VPERFCTR_READ_STATE, abi.VPERFCTR_ATTACH, abi.GPERFCTR_CONTROL,
+             abi.GPERFCTR_READ]  # fmt: skip
+    plain = [abi.VPERFCTR_UNLINK, abi.VPERFCTR_IRESUME, abi.VPERFCTR_CREAT, abi.VPERFCTR_OPEN, 0xD0FF]
+    allowed = {errno.EINVAL, errno.EPERM, errno.ESRCH, errno.EEXIST, errno.EBUSY, errno.EAGAIN, errno.ENOTTY}
+    for _ in range(300):
+        fd = os.open(intel.path / "perfctr", os.O_RDONLY)
+        try:
+            for _ in range(4):
+                if rng.random() < 0.7:
+                    cmd = rng.choice(sized)
+                    size = (cmd >> 16) & 0x3FFF
+                    words = [rng.choice([0, 1, 2, 3, 18, -1, 1 << 31, rng.getrandbits(32)]) for _ in range(size // 4)]
+                    data = struct.pack(f"<{size // 4}I", *(w & 0xFFFFFFFF for w in words))
+                    try:
+                        fcntl.ioctl(fd, cmd, data)
+                    except OSError as exc:
+                        assert exc.errno in allowed, (hex(cmd), exc)
+                else:
+                    try:
+                        fcntl.ioctl(fd, rng.choice(plain), rng.choice([0, 1, os.getpid(), 1 << 30]))
+                    except OSError as exc:
+                        assert exc.errno in allowed, exc
+        finally:
+            fcntl.ioctl(fd, abi.GPERFCTR_STOP)
+            try:
+                fcntl.ioctl(fd, abi.VPERFCTR_UNLINK)  # no random overflow signal for this process later
+            except OSError:
+                pass
+            os.close(fd)
+    assert intel.process.poll() is None
+    assert "cpu_type 18" in (intel.path / "perfctr").read_text()
