@@ -13,14 +13,14 @@ ALLOWED = {
     "hwperfd.cpu": set(),
     "hwperfd.host": set(),
     "hwperfd.counters": {"hwperfd.cpu"},
-    "hwperfd.ioctl": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    "hwperfd.irix": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     # The per-user log limit: the FUSE boundary says whose request is logging.
     "hwperfd.lograte": set(),
     # A personality's driver: decode, check in the original's order, call the counters.
     "hwperfd.pctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     "hwperfd.perfctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     "hwperfd.procfs": {
-        "hwperfd.ioctl", "hwperfd.pctr", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte", "structs",
+        "hwperfd.irix", "hwperfd.pctr", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte", "structs",
         "hwperfd.perfctr",
     },
     # Tools are clients: they speak to the mount, never to the daemon's insides.

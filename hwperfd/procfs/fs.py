@@ -22,12 +22,12 @@ from hwperfd.counters.errors import CounterError
 from hwperfd.counters.kernel import CounterKernel, ptrace_readable
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
-from hwperfd.ioctl.calls import IoctlCall
-from hwperfd.ioctl import faults
-from hwperfd.ioctl import machine
-from hwperfd.ioctl.errno_map import errno_of
-from hwperfd.ioctl.proc import ProcIoctls
-from hwperfd.ioctl.syssgi import SyssgiIoctls
+from hwperfd.irix.calls import IoctlCall
+from hwperfd.irix import faults
+from hwperfd.irix import machine
+from hwperfd.irix.errno_map import errno_of
+from hwperfd.irix.proc import ProcIoctls
+from hwperfd.irix.syssgi import SyssgiIoctls
 from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.pctr.device import PctrDevice
