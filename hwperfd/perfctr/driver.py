@@ -404,6 +404,9 @@ class GlobalPerfctr:
             raise NoGlobalImode("global mode does not permit i-mode counters")
         if self.ours:
             raise Busy("global-mode counters are running: stop them first")
+        if self.cpus.model.control != "x86" and request.nractrs:
+            # perfctr's generic x86 driver (TSC only): any counter is -EINVAL
+            raise BadCpu(f"the {self.cpus.model.name} has no perfctr counters")
         state = self.states[cpu]
         state.tsc_start = state.tsc_sum = 0
         state.pmc = []

@@ -263,6 +263,10 @@ def test_perfctr_is_enodev_like_on_a_mips_model(mips):
         with pytest.raises(OSError) as exc:
             fcntl.ioctl(fd, abi.VPERFCTR_ATTACH, abi.vperfctr_attach.build({"tid": 0, "creat": 1}))
         assert exc.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as exc:
+            fcntl.ioctl(fd, abi.GPERFCTR_CONTROL, gcontrol(0))
+        assert exc.value.errno == errno.EINVAL
+        fcntl.ioctl(fd, abi.GPERFCTR_CONTROL, gcontrol(0, nractrs=0, evntsel=()))  # the TSC alone is there
     finally:
         os.close(fd)
 
