@@ -123,7 +123,7 @@ class Clock(Protocol):
     def tsc_ns(self, cpu: int) -> int: ...
 
 
-Signaller = Callable[[tasks.Task, int, int], None]  # (thread, signal, mask)
+Signaller = Callable[[tasks.Task, int, int, int], None]  # (thread, signal, mask, uid that armed it)
 
 
 @dataclass
@@ -214,7 +214,8 @@ class Virtual:
             state.cstatus = ctl.x86_cstatus(True, 0, 0) if state.has_tsc else 0
             state.tsc_start = tsc
             if perfctr.si_signo and perfctr.owner is not None:
-                self._signal(perfctr.owner, perfctr.si_signo, mask)
+                armed_by = perfctr.ctx.owner if perfctr.ctx is not None else 0
+                self._signal(perfctr.owner, perfctr.si_signo, mask, armed_by)
 
     # -- life --
 
@@ -642,11 +643,16 @@ _VIRTUAL = frozenset({
 })  # fmt: skip
 
 
-def send_overflow(task: tasks.Task, sig: int, mask: int) -> None:
+def send_overflow(task: tasks.Task, sig: int, mask: int, armed_by: int) -> None:
     """Queue the overflow signal to the owning thread if it is still the same
-    thread; kill(2)'s rule is the owner's own (a thread may signal itself)."""
+    thread and the user who set the counters up may still signal it under
+    kill(2)'s rule (its real or saved uid is theirs): a thread that became
+    another user's (a set-uid exec keeps the state) is out of their reach."""
     now = tasks.read_task(task.tid)
     if now is None or now.start != task.start:
+        return
+    if armed_by != 0 and armed_by not in (now.uids[0], now.uids[2]):
+        log.info("perfctr overflow signal to thread %d dropped: uid %d may not signal it", task.tid, armed_by)
         return
     try:
         tasks.queue_signal(task.tgid, task.tid, sig, (OVF_TAG << 32) | (mask & 0xFFFFFFFF))
