@@ -63,3 +63,40 @@ def test_headers_match_the_construct_definitions(tmp_path):
 def test_the_event_tables_are_generated_from_the_models():
     check = subprocess.run(["python3", str(ROOT / "lib" / "gen_perfctr_events.py"), "--check"])
     assert check.returncode == 0, "run python3 lib/gen_perfctr_events.py"
+
+
+EVENTS = r"""
+#include <stdio.h>
+#include <libperfctr.h>
+int main(void)
+{
+    unsigned int types[] = { PERFCTR_X86_INTEL_CORE2, PERFCTR_X86_AMD_K8, PERFCTR_X86_GENERIC }, t, i;
+    for (t = 0; t < 3; ++t) {
+        const struct perfctr_event_set *set = perfctr_cpu_event_set(types[t]);
+        if (!set) {
+            printf("%u none\n", types[t]);
+            continue;
+        }
+        printf("%u %s %u", set->cpu_type, set->event_prefix, set->nevents);
+        for (i = 0; i < set->nevents; ++i)
+            if (set->events[i].evntsel == 0xC0)
+                printf(" %s/%#x", set->events[i].name, set->events[i].counters_set);
+        printf("\n");
+    }
+    return 0;
+}
+"""
+
+
+def test_event_sets_describe_the_models_events(tmp_path):
+    from hwperfd.cpu.models import MODELS
+
+    source = tmp_path / "events.c"
+    source.write_text(EVENTS)
+    subprocess.run(["make", "-s", "-C", str(ROOT / "lib"), "libperfctr"], check=True)
+    subprocess.run(["cc", "-Wall", "-Werror", f"-I{ROOT / 'include'}", "-o", str(tmp_path / "events"), str(source),
+                    str(ROOT / "lib" / "libperfctr.a")], check=True)  # fmt: skip
+    lines = subprocess.run([str(tmp_path / "events")], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert lines[0] == f"18 CORE2_ {len(MODELS['intel'].events)} INST_RET/0x3"
+    assert lines[1] == f"13 K8_ {len(MODELS['amd'].events)} RETIRED_INSTRUCTIONS/0xf"
+    assert lines[2] == "0 none"
