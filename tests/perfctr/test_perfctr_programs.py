@@ -181,3 +181,16 @@ def test_launcher_under_the_real_clock_counts_the_childs_cpu_time(intel_real, pe
     assert last["tsc"] > 10 * MS
     assert last["pmc1"] == last["tsc"]  # cycles in user and kernel mode: the whole run
     assert 0 < last["pmc0"] <= last["tsc"] * 8 // 10 + 1  # instructions in user mode only, 0.8 per cycle
+
+
+def test_overflow_signals_under_the_real_clock_come_from_the_tick(intel_real, perfctr_programs):
+    proc = start(intel_real, perfctr_programs["signal"], str(5 * MS))  # an overflow every 5 ms of user time
+    until(proc, "ready")
+    assert proc.stdin is not None
+    proc.stdin.write("burn 3\n")
+    proc.stdin.flush()
+    burnt = fields(until(proc, "burnt"))
+    assert burnt == {"overflows": 3, "mask": 0b10}
+    out, err = proc.communicate("", timeout=60)
+    assert proc.returncode == 0, err
+    assert "unexpected" not in out
