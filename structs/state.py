@@ -15,7 +15,7 @@ slot from the snapshot exactly as the daemon would (README, Self-monitoring):
 
 from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, PaddedString, Struct
 
-from structs.procfs import _IOR
+from structs.core import _IOR
 
 HWPERFD_STATE_MAGIC = 0x53505748  # "HWPS"
 HWPERFD_STATE_VERSION = 1
