@@ -18,8 +18,10 @@ ALLOWED = {
     "hwperfd.lograte": set(),
     # A personality's driver: decode, check in the original's order, call the counters.
     "hwperfd.pctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    "hwperfd.perfctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     "hwperfd.procfs": {
         "hwperfd.irix", "hwperfd.pctr", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte", "structs",
+        "hwperfd.perfctr",
     },
     # Tools are clients: they speak to the mount, never to the daemon's insides.
     "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},

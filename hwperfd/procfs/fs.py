@@ -31,6 +31,7 @@ from hwperfd.irix.syssgi import SyssgiIoctls
 from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.pctr.device import PctrDevice
+from hwperfd.perfctr.driver import PerfctrDevice
 from hwperfd.procfs import commands, pinfo, statepages
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.listing import Listing
@@ -56,6 +57,8 @@ CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
 PCTR_NAME = b"pctr"  # OpenBSD's /dev/pctr (hwperfd.pctr)
 PCTR_INODE = 1 << 31  # above any pid's inode, below pinfo's (1 << 32 and up)
+PERFCTR_NAME = b"perfctr"  # Linux perfctr's /dev/perfctr and vperfctr files (hwperfd.perfctr)
+PERFCTR_INODE = PCTR_INODE + 1
 
 
 def pid_name(pid: int) -> bytes:
@@ -134,6 +137,10 @@ class ProcFs(pyfuse3.Operations):
         self._syssgi_ioctls = SyssgiIoctls(kernel)
         self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
+        self.perfctr = PerfctrDevice(
+            kernel.cpus, clock, self.threads, lambda: kernel.default_profile,
+            process_times=clock.process_times, profile=kernel.profile,
+        )  # fmt: skip
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
@@ -170,6 +177,8 @@ class ProcFs(pyfuse3.Operations):
             return self._attrs(CONTROL_INODE)
         if name == PCTR_NAME:
             return self._attrs(PCTR_INODE)
+        if name == PERFCTR_NAME:
+            return self._attrs(PERFCTR_INODE)
         if name in (b".", b".."):
             return self._attrs(pyfuse3.ROOT_INODE)
         pid = parse_pid(name)
@@ -206,8 +215,8 @@ class ProcFs(pyfuse3.Operations):
             # and text commands need the write permission only root has.
             entry.st_mode = stat.S_IFREG | 0o644
             stamp = self._started
-        elif inode == PCTR_INODE:
-            entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr
+        elif inode in (PCTR_INODE, PERFCTR_INODE):
+            entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr and /dev/perfctr
             stamp = self._started
         else:
             owner = processes.read_owner(inode - _PID_BASE)
@@ -266,7 +275,7 @@ class ProcFs(pyfuse3.Operations):
         if pinfo.owns(inode):
             self._pinfo.attrs(inode)  # ENOENT if the process is gone
             handle = Handle(inode)
-        elif inode in (CONTROL_INODE, PCTR_INODE):
+        elif inode in (CONTROL_INODE, PCTR_INODE, PERFCTR_INODE):
             handle = Handle(inode)
         else:
             # Fresh facts, whatever owner a listing let the kernel check against.
@@ -384,8 +393,8 @@ class ProcFs(pyfuse3.Operations):
         try:
             lines = commands.parse_lines(buf)
             for words in lines:
-                if inode == PCTR_INODE:
-                    raise commands.CommandError("pctr takes ioctls, not commands")
+                if inode in (PCTR_INODE, PERFCTR_INODE):
+                    raise commands.CommandError("pctr and perfctr take ioctls, not commands")
                 if inode == CONTROL_INODE:
                     self._control_command(words)
                 else:
@@ -432,6 +441,7 @@ class ProcFs(pyfuse3.Operations):
 
     async def release(self, fh):
         self._writable.discard(fh)
+        self.perfctr.release(fh)
         handle = self._handles.pop(fh, None)
         if handle is None:
             return
@@ -461,6 +471,8 @@ class ProcFs(pyfuse3.Operations):
             )
         if handle.inode == PCTR_INODE:
             return self.pctr.describe()
+        if handle.inode == PERFCTR_INODE:
+            return self.perfctr.describe()
         info = processes.read_process(handle.pid)
         comm = info.comm if info is not None and info.start == handle.start else "exited"
         return process_summary(handle.pid, comm, self.kernel, handle.start)
@@ -534,6 +546,12 @@ class ProcFs(pyfuse3.Operations):
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
         if ino == PCTR_INODE:
             return self.pctr(cmd, data, pid, fh in self._writable)
+        if ino == PERFCTR_INODE:
+            self._catch_up_events(None)
+            reply = self.perfctr(fh, cmd, arg, data, pid, uid)
+            if data:
+                self._on_controls_changed()  # i-mode counters want the clock tick
+            return reply
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         if pinfo.owns(ino):
             self._catch_up_events(None)
