@@ -91,6 +91,7 @@ class RealClock:
         self._final: OrderedDict[int, CpuTimes] = OrderedDict()
         self._ticks: dict[int, tuple[int, tuple[int, int]]] = {}  # pid -> (read at, (utime, stime))
         self._held: set[int] = set()  # pids with a state page: their ratio moves only in refresh_split
+        self._thread_splits: dict[int, tuple[int, int]] = {}  # tid -> (utime, stime) a thread's page shows
 
     def process_times(self, pid: int) -> CpuTimes | None:
         """Exact total now (one clock_gettime), split user/system in the ratio
@@ -161,9 +162,23 @@ class RealClock:
         return time.monotonic_ns()
 
     def thread_times(self, pid: int, tid: int) -> CpuTimes | None:
-        """One thread's exact run time, split as its own stat splits it."""
-        times = processes.read_thread_cpu_times(pid, tid)
+        """One thread's exact run time, split as its own stat splits it (as
+        its state page shows, while it has one: ``hold_thread_split``)."""
+        times = processes.read_thread_cpu_times(pid, tid, self._thread_splits.get(tid))
         return None if times is None else (times.user_ns, times.system_ns)
+
+    def hold_thread_split(self, tid: int, held: bool) -> tuple[int, int] | None:
+        """Split thread ``tid``'s time in its stat's ratio as of now until
+        this is called again, as a reader of its state page splits it (the
+        reader cannot read stat without a system call's worth of parsing);
+        returns the (utime, stime) held.  False: follow stat again."""
+        self._thread_splits.pop(tid, None)
+        if not held:
+            return None
+        ticks = processes.read_thread_cpu_ticks(tid)
+        if ticks is not None:
+            self._thread_splits[tid] = ticks
+        return ticks
 
     def forget(self, pid: int) -> None:
         self._final.pop(pid, None)

@@ -44,6 +44,10 @@ int vperfctr_is_running(const struct vperfctr*);
 int vperfctr_iresume(const struct vperfctr*);
 int vperfctr_unlink(const struct vperfctr*);
 void vperfctr_close(struct vperfctr*);
+/* hwperfd: read the calling thread's own counters from its state page only:
+   0, or -1 with errno (EAGAIN: the page cannot serve now, read as usual;
+   ESTALE: the page is gone; ENOENT: no page, or not the vperfctr's thread) */
+int hwperfd_vperfctr_read_page(const struct vperfctr*, struct perfctr_sum_ctrs*);
 
 /* Another thread's virtual counters (it must be stopped under the
    caller's ptrace while it lives). */

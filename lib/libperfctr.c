@@ -16,8 +16,10 @@
  * it.  Any other si_signo delivery goes to the program's handler unchanged.
  *
  * Reads of a thread's own counters (vperfctr_read_ctrs, _read_tsc,
- * _read_pmc, _is_running) all go through read_own_state(), the one place a
- * faster transport can take over.
+ * _read_pmc, _is_running) all go through read_own_state(): from the
+ * thread's state page (<hwperfd/state.h>, VPERFCTR_STATEPAGE) when the
+ * daemon keeps one and the page can serve, which is what perfctr's mmap()ed
+ * state did, and through VPERFCTR_READ_STATE otherwise.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +34,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <libperfctr.h>
+#include "hwperfd/state.h"
 
 #define OVF_TAG 0x50435452ULL	/* hwperfd/perfctr/driver.py OVF_TAG */
 
@@ -151,7 +154,36 @@ int _vperfctr_read_sum(int fd, struct perfctr_sum_ctrs *sum)
 
 struct vperfctr {
     int fd;
+    pid_t tid;				/* the thread whose page is mapped */
+    struct hwperfd_state_reader page;	/* page.page NULL: none, read through the ioctl */
 };
+
+/* The calling thread's id, kept per thread: gettid(2) is a system call, and
+   a forked child is told by the reader's own fork count. */
+static __thread pid_t own_tid;
+
+static pid_t current_tid(void)
+{
+    if (own_tid == 0)
+	own_tid = (pid_t)syscall(SYS_gettid);
+    return own_tid;
+}
+
+/* The calling thread's page of its own vperfctr, if the daemon keeps pages;
+   without one, reads go through the ioctl. */
+static void map_own_page(struct vperfctr *perfctr)
+{
+    struct hwperfd_vperfctr_statepage arg;
+
+    memset(&perfctr->page, 0, sizeof perfctr->page);
+    perfctr->tid = 0;
+    memset(&arg, 0, sizeof arg);
+    if (ioctl(perfctr->fd, VPERFCTR_STATEPAGE, &arg) < 0)
+	return;
+    arg.path[sizeof arg.path - 1] = '\0';
+    if (hwperfd_state_map(arg.path, &perfctr->page) == 0)
+	perfctr->tid = current_tid();
+}
 
 struct rvperfctr {
     struct vperfctr vperfctr;	/* first, for the close() operation */
@@ -182,6 +214,10 @@ static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mod
 	errno = EPERM;
 	goto out_fd;
     }
+    memset(&perfctr->page, 0, sizeof perfctr->page);
+    perfctr->tid = 0;
+    if (pid == 0)
+	map_own_page(perfctr);
     return 0;
  out_fd:
     {
@@ -221,9 +257,48 @@ struct perfctr_cpus_info *vperfctr_cpus_info(const struct vperfctr *vperfctr)
     return perfctr_cpus_info(vperfctr->fd);
 }
 
+/* From the page: slot 0 the TSC sum, slots 1-18 pmc[0..17], the cstatus in
+   hs_generation (hwperfd/perfctr/pages.py).  -1 with errno when it cannot
+   serve (EAGAIN: read through the ioctl; ESTALE: the page is gone; ENOENT:
+   none, or another thread asks, whose CPU clock is not the page's). */
+static int read_page(const struct vperfctr *self, struct hwperfd_vperfctr_state *state)
+{
+    struct vperfctr *perfctr = (struct vperfctr *)self;	/* a dead page is unmapped */
+    uint64_t counts[1 + sizeof state->sum.pmc / sizeof state->sum.pmc[0]];
+    unsigned i;
+    int cstatus;
+
+    if (perfctr->page.page == NULL || perfctr->tid != current_tid()) {
+	errno = ENOENT;
+	return -1;
+    }
+    if (hwperfd_state_read(&perfctr->page, &cstatus, counts, sizeof counts / sizeof counts[0]) < 0)
+	return -1;
+    state->cstatus = (unsigned int)cstatus;
+    state->_pad = 0;
+    state->sum.tsc = counts[0];
+    for (i = 1; i < sizeof counts / sizeof counts[0]; i++)
+	state->sum.pmc[i - 1] = counts[i];
+    return 0;
+}
+
+int hwperfd_vperfctr_read_page(const struct vperfctr *self, struct perfctr_sum_ctrs *sum)
+{
+    struct hwperfd_vperfctr_state state;
+
+    if (read_page(self, &state) < 0)
+	return -1;
+    *sum = state.sum;
+    return 0;
+}
+
 /* The one read of a thread's own counter state: cstatus and up-to-date sums. */
 static int read_own_state(const struct vperfctr *self, struct hwperfd_vperfctr_state *state)
 {
+    if (read_page(self, state) == 0)
+	return 0;
+    if (self->page.page != NULL)
+	hwperfd_state_before_ioctl((struct hwperfd_state_reader *)&self->page);
     return ioctl(self->fd, VPERFCTR_READ_STATE, state);
 }
 
@@ -308,6 +383,7 @@ int vperfctr_unlink(const struct vperfctr *perfctr)
 
 void vperfctr_close(struct vperfctr *perfctr)
 {
+    hwperfd_state_close(&perfctr->page);
     close(perfctr->fd);
     free(perfctr);
 }

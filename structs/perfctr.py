@@ -107,6 +107,8 @@ CPU_MASK_SIZE = perfctr_cpu_mask.sizeof()
 vperfctr_attach = Struct("tid" / Int32sl, "creat" / Int32ul)
 VPERFCTR_ATTACH_SIZE = vperfctr_attach.sizeof()
 
+VPERFCTR_STATEPAGE_SIZE = 128  # hwperfd_vperfctr_statepage: a path, as HWPERFD_STATE_PATH_MAX
+
 _P = 0xD0  # _PERFCTR_IOCTL, 'P' + 128
 
 
@@ -127,6 +129,9 @@ VPERFCTR_IRESUME = _IO(chr(_P), 11)
 VPERFCTR_READ_CONTROL = _ior(12, VPERFCTR_CONTROL_SIZE)
 VPERFCTR_READ_STATE = _ior(13, VPERFCTR_STATE_SIZE)  # hwperfd
 VPERFCTR_ATTACH = _IOW(chr(_P), 14, VPERFCTR_ATTACH_SIZE)  # hwperfd
+# hwperfd: the path of the calling thread's state page (<hwperfd/state.h>),
+# what perfctr's mmap() of the vperfctr file gave its owning thread.
+VPERFCTR_STATEPAGE = _ior(15, VPERFCTR_STATEPAGE_SIZE)  # hwperfd
 GPERFCTR_CONTROL = _IOWR(chr(_P), 16, GPERFCTR_CPU_CONTROL_SIZE)
 GPERFCTR_READ = _IOWR(chr(_P), 17, GPERFCTR_CPU_STATE_SIZE)
 GPERFCTR_STOP = _IO(chr(_P), 18)

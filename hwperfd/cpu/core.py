@@ -172,6 +172,10 @@ class PmuCpu:
     def total(self, counter: int) -> int:
         return self._regs[self._check(counter)].total
 
+    def residue(self, counter: int) -> Fraction:
+        """The carried fraction of an event (what a state page extrapolates from)."""
+        return self._regs[self._check(counter)].residue
+
     def pending(self, counter: int) -> bool:
         return self._regs[self._check(counter)].overflowed
 
@@ -338,6 +342,11 @@ def sample(state: CpuState, cpu: PmuCpu, tsc_now: int) -> None:
     """perfctr_cpu_sample: the sums brought up to date, counters left running."""
     _accumulate(state, cpu, tsc_now)
     state.tsc_start = tsc_now
+
+
+def live_sum(pmc: PmcState, cpu: PmuCpu) -> int:
+    """A counter's sum as a sample now would make it, leaving the state as it is."""
+    return pmc.sum + cpu.total(pmc.map) - pmc._start_total
 
 
 def identify_overflow(state: CpuState, cpu: PmuCpu) -> int:

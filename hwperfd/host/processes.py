@@ -293,20 +293,36 @@ def open_thread_pidfd(pid: int, tid: int, start: int) -> int | None:
     return _checked_pidfd(tid, PIDFD_THREAD, start, lambda: read_thread_start(pid, tid))
 
 
-def read_thread_cpu_times(pid: int, tid: int) -> CpuTimes | None:
+def read_thread_cpu_times(pid: int, tid: int, ticks: tuple[int, int] | None = None) -> CpuTimes | None:
     """One thread's CPU time: the exact run time the scheduler keeps for it
-    (schedstat), split in the ratio of its stat's utime:stime, as
-    ``read_cpu_times`` splits a process's.  None once the thread is gone."""
+    (schedstat), split in the ratio of its stat's utime:stime (or of
+    ``ticks``, a ratio read earlier), as ``read_cpu_times`` splits a
+    process's.  None once the thread is gone."""
     try:
-        _, st = _split_stat(_read(f"{PROC}/{pid}/task/{tid}/stat"))
+        if ticks is None:
+            _, st = _split_stat(_read(f"{PROC}/{pid}/task/{tid}/stat"))
+            utime, stime = int(st[_UTIME]), int(st[_STIME])
+        else:
+            utime, stime = ticks
         total = int(_read(f"{PROC}/{pid}/task/{tid}/schedstat").split()[0])
-        utime, stime = int(st[_UTIME]), int(st[_STIME])
     except OSError as exc:
         _gone(exc)
         return None
     except (ValueError, IndexError):
         return None
     return _split(total, utime, stime)
+
+
+def read_thread_cpu_ticks(tid: int) -> tuple[int, int] | None:
+    """A thread's stat (utime, stime) in clock ticks, or None if gone."""
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{tid}/task/{tid}/stat"))
+        return int(st[_UTIME]), int(st[_STIME])
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
+        return None
 
 
 def pidfd_alive(fd: int) -> bool:

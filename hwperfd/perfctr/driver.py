@@ -183,6 +183,10 @@ class Virtual:
 
     # -- time --
 
+    def profile(self, pid: int) -> WorkloadProfile:
+        """The workload profile process ``pid`` runs (its threads count at its rates)."""
+        return self._profile(pid)
+
     @staticmethod
     def tsc(perfctr: Vperfctr) -> int:
         """The virtual TSC: it runs while the thread runs."""
@@ -240,6 +244,7 @@ class Virtual:
             perfctr.exited = ctx
             perfctr.ctx = None
             perfctr.owner = None
+            self.maybe_free(perfctr)  # no handle left (closed at exit before this event): nobody will look
             return
         self._unlinked(perfctr)
 
@@ -509,6 +514,15 @@ class PerfctrDevice:
             for cpu in range(len(self.cpus)):
                 words[cpu // 32] |= 1 << (cpu % 32)
         return abi.perfctr_cpu_mask.build({"nrwords": (len(self.cpus) + 31) // 32, "mask": words})
+
+    def bound(self, fh: int) -> Vperfctr | None:
+        """The vperfctr handle ``fh`` is bound to, if any."""
+        return self._bound.get(fh)
+
+    def bound_tid(self, fh: int) -> int | None:
+        """The thread whose linked vperfctr ``fh`` is bound to, if any."""
+        perfctr = self._bound.get(fh)
+        return perfctr.ctx.tid if perfctr is not None and perfctr.ctx is not None else None
 
     def release(self, fh: int) -> None:
         perfctr = self._bound.pop(fh, None)

@@ -32,11 +32,13 @@ from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.pctr.device import PctrDevice
 from hwperfd.perfctr.driver import PerfctrDevice
+from hwperfd.perfctr.pages import VperfctrPages
 from hwperfd.procfs import commands, pinfo, statepages
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.listing import Listing
 from hwperfd.procfs.summary import control_summary, process_summary
 import structs
+from structs import perfctr as perfctr_abi
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,7 @@ class ProcFs(pyfuse3.Operations):
             kernel.cpus, clock, self.threads, lambda: kernel.default_profile,
             process_times=clock.process_times, profile=kernel.profile,
         )  # fmt: skip
+        self.vperfctr_pages = VperfctrPages(self.perfctr.virtual)  # vperfctrs' state pages, by tid
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
@@ -432,6 +435,32 @@ class ProcFs(pyfuse3.Operations):
         path = self.state_pages.grant(handle.pid, handle.start or info.start, call.uid)
         return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
 
+    def _vperfctr_page(self, fh: int, caller: int, uid: int, gid: int) -> tuple[int, bytes]:
+        """VPERFCTR_STATEPAGE: as ``_state_page``, the name goes only to the
+        vperfctr's own process (its thread, or another of its threads), as a
+        user who may read that process."""
+        if self.state_pages is None:
+            raise OSError(errno.EOPNOTSUPP, "state pages are off (--state-dir)")
+        perfctr = self.perfctr.bound(fh)
+        if perfctr is None:
+            raise OSError(errno.EINVAL, "not a vperfctr file")
+        ctx = perfctr.ctx if self.perfctr.virtual.alive(perfctr) else None
+        if ctx is None:
+            raise OSError(errno.ESRCH, "the vperfctr is unlinked")
+        if statepages.tgid_of(caller) != ctx.pid:
+            raise OSError(errno.EPERM, f"thread {caller} asked for the state page of thread {ctx.tid}")
+        info = processes.read_process(ctx.pid)
+        if info is None or (uid != 0 and not ptrace_readable(uid, gid, info)):
+            raise OSError(errno.EPERM, f"uid {uid} may not read pid {ctx.pid}")
+        path = self.state_pages.grant(ctx.tid, ctx.start, uid, self.vperfctr_pages, thread=True)
+        return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
+
+    def _vperfctr_changed(self, tid: int | None) -> None:
+        """A vperfctr call may have changed what thread ``tid``'s page shows
+        (or ended it: unlinked, its last handle closed)."""
+        if tid is not None and self.state_pages is not None and tid in self.state_pages:
+            self.state_pages.publish(tid, self.vperfctr_pages)
+
     async def flush(self, fh):
         # Nothing to flush, and answering ENOSYS makes the kernel stop sending
         # FLUSH for good: a process closing our files at exec(2) waits for the
@@ -441,7 +470,9 @@ class ProcFs(pyfuse3.Operations):
 
     async def release(self, fh):
         self._writable.discard(fh)
+        tid = self.perfctr.bound_tid(fh)
         self.perfctr.release(fh)
+        self._vperfctr_changed(tid)
         handle = self._handles.pop(fh, None)
         if handle is None:
             return
@@ -548,7 +579,14 @@ class ProcFs(pyfuse3.Operations):
             return self.pctr(cmd, data, pid, fh in self._writable)
         if ino == PERFCTR_INODE:
             self._catch_up_events(None)
-            reply = self.perfctr(fh, cmd, arg, data, pid, uid)
+            if cmd == perfctr_abi.VPERFCTR_STATEPAGE:
+                return self._vperfctr_page(fh, pid, uid, gid)
+            tid = self.perfctr.bound_tid(fh)
+            try:
+                reply = self.perfctr(fh, cmd, arg, data, pid, uid)
+            finally:
+                if data or cmd in (perfctr_abi.VPERFCTR_IRESUME, perfctr_abi.VPERFCTR_UNLINK):
+                    self._vperfctr_changed(tid)  # reads leave a page as exact as it was
             if data:
                 self._on_controls_changed()  # i-mode counters want the clock tick
             return reply

@@ -245,6 +245,10 @@ class StatePages:
             ticks = (0, 0)
             if page.clock != structs.HWPERFD_STATE_CLOCK_PROCESS:
                 source.catch_up([pid])  # manual: the page shows the count itself
+                if page.clock == structs.HWPERFD_STATE_CLOCK_THREAD:
+                    # Counted so far in the ratio the page showed; from here in
+                    # stat's ratio now, held for the daemon's reads too.
+                    ticks = self.clock.hold_thread_split(pid, True) or (0, 0)  # type: ignore[attr-defined]
             else:
                 if self.clock.split_due(pid):  # type: ignore[attr-defined]
                     # The time so far is counted in the ratio the page showed;
@@ -315,6 +319,8 @@ class StatePages:
             del self._per_user[page.uid]
         if page.clock == structs.HWPERFD_STATE_CLOCK_PROCESS:
             self.clock.hold_split(page.pid, False)  # type: ignore[attr-defined]
+        elif page.clock == structs.HWPERFD_STATE_CLOCK_THREAD:
+            self.clock.hold_thread_split(page.pid, False)  # type: ignore[attr-defined]
         try:
             flags = structs.HWPERFD_STATE_DEAD | structs.HWPERFD_STATE_FALLBACK
             self._begin(page)

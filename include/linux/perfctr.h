@@ -101,6 +101,13 @@ struct hwperfd_vperfctr_attach {
 	unsigned int creat;
 };
 
+/* hwperfd: VPERFCTR_STATEPAGE tells the vperfctr's own thread (or its
+   process) the path of the page it maps to read its counters without a
+   request (<hwperfd/state.h>); HWPERFD_STATE_PATH_MAX bytes */
+struct hwperfd_vperfctr_statepage {
+	char path[128];
+};
+
 #define _PERFCTR_IOCTL	0xD0	/* 'P'+128 */
 
 #define PERFCTR_ABI		 _IOR(_PERFCTR_IOCTL,0,unsigned int)
@@ -116,6 +123,7 @@ struct hwperfd_vperfctr_attach {
 #define VPERFCTR_READ_CONTROL	 _IOR(_PERFCTR_IOCTL,12,struct vperfctr_control)
 #define VPERFCTR_READ_STATE	 _IOR(_PERFCTR_IOCTL,13,struct hwperfd_vperfctr_state)
 #define VPERFCTR_ATTACH		 _IOW(_PERFCTR_IOCTL,14,struct hwperfd_vperfctr_attach)
+#define VPERFCTR_STATEPAGE	 _IOR(_PERFCTR_IOCTL,15,struct hwperfd_vperfctr_statepage)
 
 #define GPERFCTR_CONTROL	_IOWR(_PERFCTR_IOCTL,16,struct gperfctr_cpu_control)
 #define GPERFCTR_READ		_IOWR(_PERFCTR_IOCTL,17,struct gperfctr_cpu_state)
