@@ -16,6 +16,10 @@ hwperfd / floor is checked against the 3.0x target.  Beside each hwperfd
 clock the same client, run with -s, reads its own counters from its state
 page (README, Self-monitoring) instead: no FUSE round trip, target 2 us; and
 the Python client's own reads, from the page and through the ioctl.
+Beside them, a perfctr program's own reads (bench/vperfctr_client.c,
+linked with libperfctr): vperfctr_read_ctrs from the thread's state page
+against VPERFCTR_READ_STATE through the daemon, on hwperfd --cpu-type intel
+with each clock, at the gate placement (target 2 us for the page).
 
 Placements: "same" pins every server and the client to CPU 0, so no
 cross-CPU wake-up is timed and the gap to the floor is the servers' own
@@ -316,6 +320,54 @@ print(median(pc.read, n), median(pc.read_ioctl, n))
 """
 
 
+@dataclass
+class VperfctrReads:
+    clock: str
+    page_ns: list[float] = field(default_factory=list)  # per-round medians
+    ioctl_ns: list[float] = field(default_factory=list)
+
+
+def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
+    """A perfctr program's own reads: vperfctr_read_ctrs from its state page,
+    and VPERFCTR_READ_STATE through the daemon, pinned as the gate placement."""
+    subprocess.run(["make", "-s", "-C", str(ROOT / "lib"), "libperfctr"], check=True)
+    client = tmp / "vperfctr_client"
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-Wall", "-Werror", "-I", ROOT / "include", "-o", client,
+                    BENCH / "vperfctr_client.c", ROOT / "lib" / "libperfctr.a", "-lpthread"], check=True)
+    results = []
+    with contextlib.ExitStack() as stack:
+        servers = []
+        for clock in args.clocks:
+            mount = tmp / f"hwperfd-perfctr-{clock}"
+            argv = [sys.executable, "-m", "hwperfd", "--clock", clock, "--cpus", str(args.cpus), "--cpu-type", "intel",
+                    str(mount)]
+            server = start_server(f"hwperfd perfctr, {clock}", argv, mount, tmp / f"hwperfd-perfctr-{clock}.log",
+                                  mount / "control", mount, enable=False)
+            stack.callback(stop_server, server)
+            servers.append((server, VperfctrReads(clock)))
+        cpu = None
+        if args.gate != "free" and (os.cpu_count() or 1) >= 2:
+            cpu = place([s for s, _ in servers], args.gate)
+        log(f"\n== perfctr own reads, placement {args.gate}: {args.rounds} rounds x {args.calls} reads per kind ==")
+        for r in range(args.rounds):
+            for server, res in servers:
+                preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+                done = subprocess.run([str(client), "-n", str(args.calls), "-w", str(args.warmup)], capture_output=True,
+                                      text=True, preexec_fn=preexec, timeout=600,
+                                      env={**os.environ, "HWPERFD_MOUNT": str(server.mount)})
+                match = RESULT.search(done.stdout)
+                if done.returncode != 0 or not match:
+                    raise RuntimeError(f"vperfctr client against {server.name} failed:\n{done.stdout}{done.stderr}")
+                values = {k: float(v) for k, v in (kv.split("=") for kv in match.group(1).split())}
+                res.page_ns.append(values["page_ns"])
+                res.ioctl_ns.append(values["ioctl_ns"])
+                log(f"  round {r + 1}  {server.name:24s} page {values['page_ns']:6.0f} ns (p99 "
+                    f"{values['page_p99_ns']:6.0f})  ioctl {values['ioctl_ns'] / 1000:6.1f} us (p99 "
+                    f"{values['ioctl_p99_ns'] / 1000:6.1f})")
+        results = [res for _, res in servers]
+    return results
+
+
 def python_reads(server: Server, args) -> tuple[float, float]:
     """The Python client on its own process: median us per read from the page, and through the ioctl."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -596,7 +648,7 @@ def startup(args, tmp: Path) -> StartupResult:
 
 
 def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult | None = None,
-            up: StartupResult | None = None) -> str:
+            up: StartupResult | None = None, vpc: list[VperfctrReads] | None = None) -> str:
     lines = [
         f"hwperfd benchmark (python3 bench/run.py): {os.cpu_count()} CPUs, {platform.machine()}, "
         f"Linux {platform.release()}, Python {platform.python_version()}",
@@ -635,6 +687,13 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
                 page_us, ioctl_us = s.python
                 lines.append(f"  Python client, {s.short} clock: page {page_us:.1f} us, ioctl {ioctl_us:.1f} us "
                              f"({ioctl_us / page_us:.1f}x)")
+    if vpc:
+        lines.append(f"perfctr's own reads (vperfctr_read_ctrs), median of {args.rounds} rounds x {args.calls}, "
+                     f"placement {args.gate} (target: page <= {PAGE_TARGET_US:g} us):")
+        for v in vpc:
+            page, ioctl = med(v.page_ns), med(v.ioctl_ns)
+            lines.append(f"  {v.clock:6s} clock: page {page:6.0f} ns ({'PASS' if page <= PAGE_TARGET_US * 1000 else 'MISS'}),"
+                         f" VPERFCTR_READ_STATE round trip {ioctl / 1000:.1f} us: ioctl / page {ioctl / page:.0f}x")
     for r in idle:
         lines.append(f"idle load, {r.clock} clock: {r.procs} idle processes with counters enabled: "
                      f"daemon CPU {r.cpu:.2f}% of one core, RSS {r.rss / 1024:.1f} MiB "
@@ -682,6 +741,7 @@ def parse_args(argv=None):
     p.add_argument("--list-rounds", type=int, default=9, help="interleaved ls runs per command (default 9)")
     p.add_argument("--startup-runs", type=int, default=30, help="interleaved perfex start-up runs (default 30)")
     p.add_argument("--no-latency", action="store_true", help="skip part 1")
+    p.add_argument("--no-perfctr", action="store_true", help="skip perfctr's own reads (part 1)")
     p.add_argument("--no-idle", action="store_true", help="skip part 2")
     p.add_argument("--no-listing", action="store_true", help="skip part 3")
     p.add_argument("--no-startup", action="store_true", help="skip part 4")
@@ -715,10 +775,13 @@ def main(argv=None) -> int:
     idle: list[IdleResult] = []
     lst: ListingResult | None = None
     up: StartupResult | None = None
+    vpc: list[VperfctrReads] = []
     try:
         if not args.no_latency:
             server_bin, client_bin = build(tmp)
             lat = latency(args, tmp, server_bin, client_bin)
+        if not args.no_perfctr:
+            vpc = vperfctr_reads(args, tmp)
         if not args.no_idle:
             for clock in args.idle_clocks:
                 idle.append(idle_load(args, tmp, clock))
@@ -733,9 +796,10 @@ def main(argv=None) -> int:
             if child.is_dir() and is_mounted(child):  # belt and braces
                 subprocess.run(["fusermount3", "-u", "-z", str(child)], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
-    log("\n----- summary (for the README) -----\n" + summary(args, lat, idle, lst, up) + "\n------------------------------------")
+    log("\n----- summary (for the README) -----\n" + summary(args, lat, idle, lst, up, vpc) + "\n------------------------------------")
     gate = [res for res in lat if res.placement == args.gate]
     pages = all(res.figure(s) <= PAGE_TARGET_US for res in gate for s in res.others if s.state)
+    pages = pages and all(med(v.page_ns) <= PAGE_TARGET_US * 1000 for v in vpc)
     return 0 if pages and all(verdict(res.ratio(s)) == "PASS" for res in gate for s in res.others if s.gated) else 1
 
 
