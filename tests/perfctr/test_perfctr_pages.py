@@ -13,7 +13,7 @@ import time
 import pytest
 
 from hwperfd.client import StatePage
-from tests.conftest import run_as_nobody
+from tests.conftest import run_as_nobody, running_hwperfd
 from tests.perfctr.test_perfctr_programs import MS, fields, start, until
 
 def step(proc: subprocess.Popen, command: str, answer: str) -> str:
@@ -156,4 +156,23 @@ def test_real_clock_ioctl_reads_lie_between_page_reads_and_agree_when_the_thread
         assert mine[1][0] >= 30 * MS  # the TSC: at least the 30 ms spun
     finally:
         page.close()
+    finish(proc)
+
+
+@pytest.fixture(scope="module")
+def one_page_each(shared_tmp):
+    """A Core 2 mount that keeps at most one state page per user."""
+    with running_hwperfd(shared_tmp / "mnt-perfctr-one-page", shared_tmp / "hwperfd-perfctr-one-page.log",
+                         "--clock", "manual", "--cpus", "1", "--cpu-type", "intel", "--mhz", "1000",
+                         "--state-pages", "1") as m:  # fmt: skip
+        yield m
+
+
+def test_the_per_user_cap_sends_further_threads_to_the_ioctl(one_page_each, perfctr_programs):
+    proc = start(one_page_each, perfctr_programs["pages"], "a", nobody=True)
+    until(proc, "ready")
+    assert until(proc, "self").startswith("self path=")
+    assert step(proc, "thread", "second").startswith("second tid=")
+    assert until(proc, "second") == "second refused=EAGAIN\n"  # the user's one page is the first thread's
+    step(proc, "join", "joined")
     finish(proc)
