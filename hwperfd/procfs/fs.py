@@ -30,6 +30,8 @@ from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
 from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.pctr.device import PctrDevice
+from hwperfd.cpc.device import Caller, CpcDevice
+from hwperfd.host import lwps
 from hwperfd.procfs import commands, pinfo
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.listing import Listing
@@ -54,6 +56,8 @@ CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
 PCTR_NAME = b"pctr"  # OpenBSD's /dev/pctr (hwperfd.pctr)
 PCTR_INODE = 1 << 31  # above any pid's inode, below pinfo's (1 << 32 and up)
+CPC_NAME = b"cpc"  # Solaris libcpc's kernel side (hwperfd.cpc)
+CPC_INODE = PCTR_INODE + 1
 
 
 def pid_name(pid: int) -> bytes:
@@ -127,6 +131,8 @@ class ProcFs(pyfuse3.Operations):
         self._syssgi_ioctls = SyssgiIoctls(kernel)
         self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
+        self.cpc = CpcDevice(kernel.cpus, clock, None, profile=lambda: kernel.default_profile,
+                             tgid_of=lwps.tgid_of, thread_of=lwps.thread_of, may_control=self._may_control)
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
@@ -162,6 +168,8 @@ class ProcFs(pyfuse3.Operations):
             return self._attrs(CONTROL_INODE)
         if name == PCTR_NAME:
             return self._attrs(PCTR_INODE)
+        if name == CPC_NAME:
+            return self._attrs(CPC_INODE)
         if name in (b".", b".."):
             return self._attrs(pyfuse3.ROOT_INODE)
         pid = parse_pid(name)
@@ -201,6 +209,9 @@ class ProcFs(pyfuse3.Operations):
         elif inode == PCTR_INODE:
             entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr
             stamp = self._started
+        elif inode == CPC_INODE:
+            entry.st_mode = stat.S_IFREG | 0o644  # anyone counts; each call checks its own rights
+            stamp = self._started
         else:
             owner = processes.read_owner(inode - _PID_BASE)
             if owner is None:
@@ -220,7 +231,7 @@ class ProcFs(pyfuse3.Operations):
     async def readdir(self, fh, start_id, token):
         if fh == pinfo.DIR_INODE:
             return await self._pinfo.readdir(start_id, token)
-        # Offsets: 1 after the control node, 2 after pinfo, 3 after pctr, pid + 3 after a pid.
+        # Offsets: 1 after the control node, 2 after pinfo, 3 after pctr, 4 after cpc, pid + 4 after a pid.
         if start_id < 1:
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
                 return
@@ -230,14 +241,17 @@ class ProcFs(pyfuse3.Operations):
         if start_id < 3:
             if not pyfuse3.readdir_reply(token, PCTR_NAME, self._attrs(PCTR_INODE), 3):
                 return
+        if start_id < 4:
+            if not pyfuse3.readdir_reply(token, CPC_NAME, self._attrs(CPC_INODE), 4):
+                return
         # One listing of /proc and its owners serve every page (listing.py);
         # the kernel may keep each entry for one lifetime.
         attrs = self._attrs(PCTR_INODE)  # a process file's type and times; reused per entry
         attrs.st_mode = stat.S_IFREG | 0o600  # IRIX /proc: mode 0600 to the real user
-        for pid, uid, gid, timeout in self.listing.entries(start_id - 3, fresh=start_id == 0):
+        for pid, uid, gid, timeout in self.listing.entries(start_id - 4, fresh=start_id == 0):
             attrs.st_ino, attrs.st_uid, attrs.st_gid = pid + _PID_BASE, uid, gid
             attrs.entry_timeout = attrs.attr_timeout = timeout
-            if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 3):
+            if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 4):
                 return
 
     async def releasedir(self, fh):
@@ -258,7 +272,7 @@ class ProcFs(pyfuse3.Operations):
         if pinfo.owns(inode):
             self._pinfo.attrs(inode)  # ENOENT if the process is gone
             handle = Handle(inode)
-        elif inode in (CONTROL_INODE, PCTR_INODE):
+        elif inode in (CONTROL_INODE, PCTR_INODE, CPC_INODE):
             handle = Handle(inode)
         else:
             # Fresh facts, whatever owner a listing let the kernel check against.
@@ -287,6 +301,11 @@ class ProcFs(pyfuse3.Operations):
             self._per_user[ctx.uid] += 1
         self._open_files[(pid, info.start)] += 1
         return Handle(inode, pid, info.start, pidfd, ctx.uid, ctx.gid, ctx.pid)
+
+    def _may_control(self, uid: int, gid: int, caller: int, pid: int) -> bool:
+        """cpc_bind_pctx: who may count another process's LWPs is who may open its process file."""
+        info = processes.read_process(pid)
+        return info is not None and self._may_read(uid, gid, lwps.tgid_of(caller) or caller, info)
 
     @staticmethod
     def _may_read(uid: int, gid: int, opener: int, info: processes.ProcessInfo) -> bool:
@@ -378,6 +397,8 @@ class ProcFs(pyfuse3.Operations):
             for words in lines:
                 if inode == PCTR_INODE:
                     raise commands.CommandError("pctr takes ioctls, not commands")
+                if inode == CPC_INODE:
+                    raise commands.CommandError("cpc takes ioctls, not commands")
                 if inode == CONTROL_INODE:
                     self._control_command(words)
                 else:
@@ -401,6 +422,8 @@ class ProcFs(pyfuse3.Operations):
         handle = self._handles.pop(fh, None)
         if handle is None:
             return
+        if handle.inode == CPC_INODE:
+            self.cpc.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
         self._hold(handle, None)
         if handle.pidfd >= 0:
             os.close(handle.pidfd)
@@ -427,6 +450,8 @@ class ProcFs(pyfuse3.Operations):
             )
         if handle.inode == PCTR_INODE:
             return self.pctr.describe()
+        if handle.inode == CPC_INODE:
+            return self.cpc.describe()
         info = processes.read_process(handle.pid)
         comm = info.comm if info is not None and info.start == handle.start else "exited"
         return process_summary(handle.pid, comm, self.kernel, handle.start)
@@ -494,6 +519,9 @@ class ProcFs(pyfuse3.Operations):
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
         if ino == PCTR_INODE:
             return self.pctr(cmd, data, pid, fh in self._writable)
+        if ino == CPC_INODE:
+            self._catch_up_events(None)
+            return self.cpc(cmd, data, Caller(pid, uid, gid, fh))
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         if pinfo.owns(ino):
             self._catch_up_events(None)
