@@ -23,6 +23,7 @@ class ManualClock:
 
     def __init__(self, cpus: int) -> None:
         self._processes: dict[int, CpuTimes] = {}
+        self._threads: dict[int, CpuTimes] = {}  # tid -> times; a process's main thread has tid == pid
         self._cpus: list[CpuTimes] = [(0, 0)] * cpus
 
     def process_times(self, pid: int) -> CpuTimes | None:
@@ -34,11 +35,23 @@ class ManualClock:
     def cpu_times(self, cpu: int) -> CpuTimes:
         return self._cpus[cpu]
 
+    def thread_times(self, pid: int, tid: int) -> CpuTimes | None:
+        times = self._threads.get(tid)
+        if times is not None:
+            return times
+        return (0, 0) if processes.read_thread_start(pid, tid) is not None else None
+
     def advance(self, pid: int, user_ns: int, system_ns: int = 0) -> None:
+        """``pid`` ran this long: its main thread did."""
+        self.advance_thread(pid, pid, user_ns, system_ns)
+
+    def advance_thread(self, pid: int, tid: int, user_ns: int, system_ns: int = 0) -> None:
+        """Thread ``tid`` of ``pid`` ran this long: so did its process."""
         if user_ns < 0 or system_ns < 0:
             raise ValueError("time only moves forward")
-        user, system = self._processes.get(pid, (0, 0))
-        self._processes[pid] = (user + user_ns, system + system_ns)
+        for table, key in ((self._processes, pid), (self._threads, tid)):
+            user, system = table.get(key, (0, 0))
+            table[key] = (user + user_ns, system + system_ns)
 
     def advance_cpu(self, cpu: int, user_ns: int, system_ns: int = 0) -> None:
         if user_ns < 0 or system_ns < 0:
@@ -50,6 +63,10 @@ class ManualClock:
 
     def forget(self, pid: int) -> None:
         self._processes.pop(pid, None)
+        self._threads.pop(pid, None)
+
+    def forget_thread(self, tid: int) -> None:
+        self._threads.pop(tid, None)
 
     def tsc_ns(self, cpu: int) -> int:
         """The TSC's time base: a manual CPU has no idle time, so its TSC
@@ -142,6 +159,14 @@ class RealClock:
         as a TSC starts at 0 at boot (pctr(4)); the same on every CPU."""
         return time.monotonic_ns()
 
+    def thread_times(self, pid: int, tid: int) -> CpuTimes | None:
+        """One thread's exact run time, split as its own stat splits it."""
+        times = processes.read_thread_cpu_times(pid, tid)
+        return None if times is None else (times.user_ns, times.system_ns)
+
     def forget(self, pid: int) -> None:
         self._final.pop(pid, None)
         self._ticks.pop(pid, None)
+
+    def forget_thread(self, tid: int) -> None:
+        """Nothing is kept per thread."""

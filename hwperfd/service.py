@@ -22,6 +22,14 @@ import trio
 from hwperfd.clock import ManualClock, RealClock
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.counters.lifecycle import Event, Execed, Exited, Forked, Lifecycle, Lost
+from hwperfd.counters.threads import (
+    ProcessExeced,
+    ProcessExited,
+    ThreadCreated,
+    ThreadEvent,
+    ThreadExited,
+    ThreadTable,
+)
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.daemon import SetupError, notify
 from hwperfd.host import procevents, processes, taskstats
@@ -63,6 +71,11 @@ class Daemon:
             self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe, gone=self._gone
         )
         self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
+        # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
+        # threads run the profile their process runs.
+        self.threads = ThreadTable(
+            self.cpus.model, self.cpus.mhz, self.clock, self.kernel.profile, processes.read_thread_start
+        )
         self.events: procevents.ProcessEvents | None = None
         self.accounting: taskstats.ExitAccounting | None = None
         # Set when a request may have armed overflow signals, or a process
@@ -73,6 +86,7 @@ class Daemon:
             self.kernel,
             clock=self.clock,
             mount=mount,
+            threads=self.threads,
             on_time_moved=self._time_moved,
             catch_up_events=self._catch_up_events,
             on_controls_changed=self._wake_tick,
@@ -88,7 +102,8 @@ class Daemon:
         return [
             f"process events lost {self.lifecycle.rescans} times (rescanned), "
             f"children's time recovered {self.lifecycle.credited_ns} ns",
-            f"overflow signals sent {self.signals.sent}, dropped {self.signals.dropped}, merged {self.signals.merged}",
+            f"overflow signals sent {self.signals.sent}, dropped {self.signals.dropped}"
+            f" ({self.signals.refused} past a user's target cap), merged {self.signals.merged}",
         ]
 
     def _wake_tick(self) -> None:
@@ -103,6 +118,8 @@ class Daemon:
     def _time_moved(self, pid: int) -> None:
         # Under the manual clock, overflow signals follow the advance at once.
         self.kernel.catch_up([pid] if pid >= 0 else [])
+        for ctx in self.threads.of_process(pid) if pid >= 0 else ():
+            self.threads.catch_up(ctx)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -134,7 +151,7 @@ class Daemon:
         while True:
             await trio.sleep(SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL)
             self._catch_up_events()
-            if self.lifecycle.sweep():
+            if self.lifecycle.sweep() | self.threads.sweep():
                 self.fs.changed()
             for pid in self.fs.faults.pids():
                 if not processes.exists(pid):
@@ -145,11 +162,14 @@ class Daemon:
         while there are any; otherwise sleep until a request changes controls."""
         while True:
             pids = self.kernel.signalling()
-            if not pids:
+            contexts = self.threads.interrupting()
+            if not pids and not contexts:
                 self._controls_changed = trio.Event()
                 await self._controls_changed.wait()
                 continue
             self.kernel.catch_up(pids)
+            for ctx in contexts:
+                self.threads.catch_up(ctx)
             await trio.sleep(SIGNAL_TICK)
 
     async def _reap_zombies(self) -> None:
@@ -204,19 +224,32 @@ class Daemon:
             # seen here comes with its final CPU time.
             seen = ([first] if first is not None else []) + self.events.drain_nowait()
             batch = self._exit_events()
+            # taskstats' whole-group exits: every thread of those processes is gone.
+            whole_groups = [ProcessExited(item.pid) for item in batch if isinstance(item, Exited)]
             forks: list[Event] = []  # in the order they happened: a child's own forks come after its fork
+            threads: list[ThreadEvent] = []
             for event in seen:
                 if isinstance(event, procevents.ForkEvent):
                     if event.child_pid == event.child_tgid:
                         forks.append(Forked(event.parent_tgid, event.child_tgid, event.cpu))
+                    else:
+                        threads.append(ThreadCreated(event.child_tgid, event.child_pid))
                 elif isinstance(event, procevents.ExecEvent):
+                    threads.append(ProcessExeced(event.tgid))
                     if event.pid == event.tgid:
                         batch.append(Execed(event.pid))
                 elif isinstance(event, procevents.ExitEvent):
+                    threads.append(ThreadExited(event.tgid, event.pid))
+                    self.signals.forget_thread(event.tgid, event.pid)
                     if event.pid == event.tgid:
                         batch.append(Exited(event.pid, event.parent_tgid))
                 else:
                     batch.append(Lost())
+            threads += whole_groups
+            if threads:
+                changed |= self.threads.apply(threads) > 0
+            if any(isinstance(item, Lost) for item in batch):
+                changed |= self.threads.sweep() > 0
             batch = forks + batch
             if batch:
                 armed = self.fs.faults.pids()

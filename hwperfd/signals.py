@@ -19,7 +19,9 @@ merge, as pending signals did on IRIX; a signal the target ignores is
 dropped at once (delivering it would do nothing); and each target that still
 has the last one pending (blocked, or a slow handler) is looked at less and
 less often, down to once per ``MAX_BACKOFF`` seconds, so a thousand blocked
-targets cost what one does.
+targets cost what one does; and one unprivileged user has signals owed to at
+most ``MAX_TARGETS_PER_USER`` processes and threads at a time (each holds a
+pidfd): past that, new targets' signals are dropped and counted.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from hwperfd.host import processes
 log = logging.getLogger(__name__)
 
 MAX_OWED = 10_000  # per (process, signal): 5 s of delivery at full speed
+MAX_TARGETS_PER_USER = 4096  # processes and threads one unprivileged user has signals owed to
 MIN_POLL = 0.0005
 MAX_POLL = 0.01  # the IRIX clock tick
 MAX_BACKOFF = 1.0  # longest a target with its signal still pending waits for a look
@@ -46,10 +49,12 @@ _UNIGNORABLE = (signal.SIGKILL, signal.SIGSTOP)
 
 @dataclass
 class _Target:
-    """Signals owed to one process (pid and start), through one pidfd."""
+    """Signals owed to one process (pid and start), or to one thread of it
+    (tid, 0 for the process), through one pidfd."""
 
     pid: int
     start: int
+    tid: int
     owner: tuple[int, int] | None
     pidfd: int
     owed: dict[int, int]  # signal -> count
@@ -65,9 +70,10 @@ class _Status:
     zombie: bool = False  # exited: every signal is discarded
 
 
-def _status(pid: int) -> _Status | None:
+def _status(pid: int, tid: int = 0) -> _Status | None:
+    path = f"/proc/{pid}/task/{tid}/status" if tid else f"/proc/{pid}/status"
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
+        with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
@@ -95,30 +101,47 @@ def may_signal(owner: tuple[int, int] | None, uids: tuple[int, ...]) -> bool:
 
 
 class SignalSender:
-    def __init__(self) -> None:
-        self._targets: dict[tuple[int, int], _Target] = {}
-        self._by_pid: dict[int, tuple[int, int]] = {}
+    def __init__(self, max_per_user: int = MAX_TARGETS_PER_USER) -> None:
+        self.max_per_user = max_per_user
+        self._per_user: dict[int, int] = {}  # targets per unprivileged uid that armed them
+        self._targets: dict[tuple[int, int, int], _Target] = {}  # (pid, start, tid)
+        self._by_pid: dict[int, set[tuple[int, int, int]]] = {}
         self._wakeup = trio.Event()
         self.sent = 0
         self.merged = 0  # owed beyond MAX_OWED, let go
         self.dropped = 0  # owed to processes that went, ignored them, or left the owner's reach
+        self.refused = 0  # of those: owed past the per-user target cap
         self.polls = 0
         self.looks = 0  # status reads of targets
 
     def owe(self, owed: Signal) -> None:
         """Called by the kernel model from the trio thread."""
-        key = (owed.pid, owed.start)
+        key = (owed.pid, owed.start, owed.tid)
         target = self._targets.get(key)
         if target is None:
-            if owed.pid in self._by_pid:
+            if not owed.tid and any(k[1] != owed.start and not k[2] for k in self._by_pid.get(owed.pid, ())):
                 self.forget(owed.pid)  # a process that went: a later one has the pid
-            pidfd = processes.open_pidfd(owed.pid, owed.start) if owed.start else _open_any(owed.pid)
+            if owed.tid:
+                pidfd = processes.open_thread_pidfd(owed.pid, owed.tid, owed.thread_start)
+            else:
+                pidfd = processes.open_pidfd(owed.pid, owed.start) if owed.start else _open_any(owed.pid)
             if pidfd is None:
                 self.dropped += owed.count
                 return
-            target = self._targets[key] = _Target(owed.pid, owed.start, owed.owner, pidfd, {})
-            self._by_pid[owed.pid] = key
-        target.owner = owed.owner
+            uid = owed.owner[0] if owed.owner else 0
+            if uid and self._per_user.get(uid, 0) >= self.max_per_user:
+                # Each target holds a pidfd: one user cannot take the daemon's descriptors.
+                os.close(pidfd)
+                self.dropped += owed.count
+                self.refused += owed.count
+                return
+            target = self._targets[key] = _Target(owed.pid, owed.start, owed.tid, owed.owner, pidfd, {})
+            self._by_pid.setdefault(owed.pid, set()).add(key)
+            self._count(target, +1)
+        if target.owner != owed.owner:
+            self._count(target, -1)
+            target.owner = owed.owner
+            self._count(target, +1)
         total = target.owed.get(owed.signal, 0) + owed.count
         if total > MAX_OWED:
             self.merged += total - MAX_OWED
@@ -127,18 +150,52 @@ class SignalSender:
         target.next_look, target.backoff = 0.0, MIN_POLL
         self._wakeup.set()
 
-    def owed(self, pid: int, sig: int) -> int:
-        key = self._by_pid.get(pid)
-        target = self._targets.get(key) if key else None
-        return target.owed.get(sig, 0) if target else 0
+    def owed(self, pid: int, sig: int, tid: int = 0) -> int:
+        for key in self._by_pid.get(pid, ()):
+            if key[2] == tid:
+                return self._targets[key].owed.get(sig, 0)
+        return 0
 
     def forget(self, pid: int) -> None:
-        """The process at ``pid`` is gone: what it was owed goes with it."""
-        key = self._by_pid.pop(pid, None)
-        target = self._targets.pop(key, None) if key else None
-        if target is not None:
-            self.dropped += sum(target.owed.values())
-            os.close(target.pidfd)
+        """The process at ``pid`` is gone: what it and its threads were owed
+        goes with it."""
+        for key in self._by_pid.pop(pid, set()):
+            self._drop(self._targets.pop(key))
+
+    def forget_thread(self, pid: int, tid: int) -> None:
+        """Thread ``tid`` of ``pid`` is gone: what it was owed goes with it."""
+        keys = self._by_pid.get(pid, set())
+        for key in [k for k in keys if k[2] == tid]:
+            keys.discard(key)
+            self._drop(self._targets.pop(key))
+        if not keys:
+            self._by_pid.pop(pid, None)
+
+    def _drop(self, target: _Target) -> None:
+        self.dropped += sum(target.owed.values())
+        os.close(target.pidfd)
+        self._count(target, -1)
+
+    def _count(self, target: _Target, step: int) -> None:
+        """Keep the per-user count of targets (root's are not counted)."""
+        uid = target.owner[0] if target.owner else 0
+        if uid:
+            left = self._per_user.get(uid, 0) + step
+            if left > 0:
+                self._per_user[uid] = left
+            else:
+                self._per_user.pop(uid, None)
+
+    def _forget_target(self, target: _Target) -> None:
+        """Let one target go (a process's, or one thread's)."""
+        key = (target.pid, target.start, target.tid)
+        if self._targets.pop(key, None) is None:
+            return
+        keys = self._by_pid.get(target.pid, set())
+        keys.discard(key)
+        if not keys:
+            self._by_pid.pop(target.pid, None)
+        self._drop(target)
 
     def targets(self) -> int:
         return len(self._targets)
@@ -167,14 +224,14 @@ class SignalSender:
             if target.next_look > now:
                 continue
             self.looks += 1
-            status = _status(target.pid)
+            status = _status(target.pid, target.tid)
             if status is None or status.zombie or not processes.pidfd_alive(target.pidfd):
-                self.forget(target.pid)  # an exited process takes no more signals
+                self._forget_target(target)  # an exited process takes no more signals
                 continue
             if not may_signal(target.owner, status.uids):
                 owner = target.owner[0] if target.owner else 0
                 log.info("pid %d left the reach of uid %d: its overflow signals stop", target.pid, owner)
-                self.forget(target.pid)
+                self._forget_target(target)
                 continue
             sent_here = False
             for sig, count in list(target.owed.items()):
@@ -188,7 +245,7 @@ class SignalSender:
                 try:
                     signal.pidfd_send_signal(target.pidfd, sig)
                 except ProcessLookupError:
-                    self.forget(target.pid)
+                    self._forget_target(target)
                     break
                 except OSError as exc:
                     log.info("cannot send signal %d to %d: %s", sig, target.pid, exc)
@@ -204,7 +261,7 @@ class SignalSender:
             if key not in self._targets:
                 continue
             if not target.owed:
-                self.forget(target.pid)
+                self._forget_target(target)
             elif sent_here:
                 target.next_look, target.backoff = 0.0, MIN_POLL
             else:

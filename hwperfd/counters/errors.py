@@ -31,3 +31,7 @@ class NoSuchProcess(CounterError):
 
 class NotSupported(CounterError):
     """A command this emulation gives no meaning to (ENOTSUP)."""
+
+
+class CountersLimit(CounterError):
+    """A user holds as many counting contexts as one user may (EAGAIN)."""

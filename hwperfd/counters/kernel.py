@@ -155,14 +155,18 @@ class _SystemRecord:
 
 @dataclass(frozen=True)
 class Signal:
-    """Overflow signals owed to one process: who it is (pid and start), who
-    armed them (``owner`` (uid, gid), None for root), and how many."""
+    """Overflow signals owed to one process, or one thread of it: who it is
+    (pid and start; tid and its start), who armed them (``owner`` (uid,
+    gid), None for root), and how many."""
 
     pid: int
     start: int
     owner: tuple[int, int] | None
     signal: int
     count: int
+    # A signal for one thread (per-thread contexts): its tid and start time.
+    tid: int = 0
+    thread_start: int = 0
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import os
 import platform
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
@@ -61,6 +62,8 @@ CLOCK_TICKS: int = os.sysconf("SC_CLK_TCK")
 TICK_NS: int = 1_000_000_000 // CLOCK_TICKS
 
 _O_READ = os.O_RDONLY | os.O_CLOEXEC
+#: pidfd_open(2) flag (Linux 6.9): the pidfd names one thread, not its process.
+PIDFD_THREAD: int = os.O_EXCL
 _O_DIR = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY
 
 # Field numbers of proc(5) stat, as indexes into the fields after "comm)".
@@ -223,8 +226,12 @@ def list_pids() -> list[int]:
 
 def read_start(pid: int) -> int | None:
     """The start time (ns since boot) of the process at ``pid``, or None."""
+    return _start_in(f"{PROC}/{pid}/stat")
+
+
+def _start_in(stat_path: str) -> int | None:
     try:
-        _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
+        _, st = _split_stat(_read(stat_path))
         return int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS
     except OSError as exc:
         _gone(exc)
@@ -237,14 +244,20 @@ def open_pidfd(pid: int, start: int) -> int | None:
     """A pidfd for the process at ``pid`` if it is the one that started at
     ``start`` (zombies too), else None.  A pidfd names one process for good:
     signals through it can never reach a later process given the same pid."""
+    return _checked_pidfd(pid, 0, start, lambda: read_start(pid))
+
+
+def _checked_pidfd(task: int, flags: int, start: int, read: Callable[[], int | None]) -> int | None:
+    """pidfd_open(task, flags), kept only if ``read`` then gives ``start``:
+    the task opened is the one that started then."""
     try:
-        fd = os.pidfd_open(pid)
+        fd = os.pidfd_open(task, flags)
     except OSError as exc:
         if exc.errno != errno.EINVAL:  # EINVAL: not a thread-group leader
             _gone(exc)
         return None
     try:
-        same = read_start(pid) == start
+        same = read() == start
     except OSError:
         os.close(fd)
         raise
@@ -252,6 +265,48 @@ def open_pidfd(pid: int, start: int) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def read_thread_start(pid: int, tid: int) -> int | None:
+    """The start time (ns since boot) of thread ``tid`` of process ``pid``,
+    or None if the process has no such thread.  A thread is its tid and its
+    start, as a process is its pid and its start."""
+    return _start_in(f"{PROC}/{pid}/task/{tid}/stat")
+
+
+def thread_group(tid: int) -> int | None:
+    """The process (thread group) a task belongs to, or None if gone."""
+    try:
+        fields = _status_fields(_read(f"{PROC}/{tid}/status"), b"Tgid")
+        return int(fields[b"Tgid"][0])
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+def open_thread_pidfd(pid: int, tid: int, start: int) -> int | None:
+    """A pidfd naming one thread (PIDFD_THREAD): signals sent through it go
+    to that thread, never to a later one given the tid.  None if ``tid`` is
+    not the thread of ``pid`` that started at ``start``."""
+    return _checked_pidfd(tid, PIDFD_THREAD, start, lambda: read_thread_start(pid, tid))
+
+
+def read_thread_cpu_times(pid: int, tid: int) -> CpuTimes | None:
+    """One thread's CPU time: the exact run time the scheduler keeps for it
+    (schedstat), split in the ratio of its stat's utime:stime, as
+    ``read_cpu_times`` splits a process's.  None once the thread is gone."""
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/task/{tid}/stat"))
+        total = int(_read(f"{PROC}/{pid}/task/{tid}/schedstat").split()[0])
+        utime, stime = int(st[_UTIME]), int(st[_STIME])
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
+        return None
+    return _split(total, utime, stime)
 
 
 def pidfd_alive(fd: int) -> bool:
@@ -421,6 +476,11 @@ def _cpu_times(pid: int, utime: int, stime: int) -> CpuTimes:
         if e.errno != errno.EINVAL:  # EINVAL: not a thread-group leader/gone
             raise
         total = _schedstat_total(pid)
+    return _split(total, utime, stime)
+
+
+def _split(total: int, utime: int, stime: int) -> CpuTimes:
+    """An exact run time divided in the ratio of stat's tick counts."""
     ticks = utime + stime
     total = max(total, ticks * TICK_NS)
     if ticks == 0:

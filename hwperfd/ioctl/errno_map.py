@@ -11,6 +11,7 @@ ERRNO: dict[type[errors.CounterError], int] = {
     errors.CountersBusy: errno.EBUSY,
     errors.NoSuchProcess: errno.ESRCH,
     errors.NotSupported: errno.ENOTSUP,
+    errors.CountersLimit: errno.EAGAIN,
 }
 
 

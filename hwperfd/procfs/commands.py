@@ -5,6 +5,8 @@ open it for writing.  The root-only control node also takes::
 
     advance PID USER [SYSTEM]       manual clock: PID ran this long
     advance-cpu CPU USER [SYSTEM]   manual clock: an emulated CPU was busy
+    advance-thread TID USER [SYSTEM]
+                                    manual clock: thread TID (and so its process) ran this long
     profile PID NAME [kind=rate ...]
     default-profile NAME [kind=rate ...]
     fail PID|control|* CALL|* ERRNO [TIMES|always]

@@ -29,6 +29,7 @@ from hwperfd.ioctl.errno_map import errno_of
 from hwperfd.ioctl.proc import ProcIoctls
 from hwperfd.ioctl.syssgi import SyssgiIoctls
 from hwperfd.counters.percpu import GlobalCounters
+from hwperfd.counters.threads import ThreadTable
 from hwperfd.pctr.device import PctrDevice
 from hwperfd.cpc.device import Caller, CpcDevice
 from hwperfd.host import lwps
@@ -118,6 +119,7 @@ class ProcFs(pyfuse3.Operations):
         *,
         clock,
         mount: str,
+        threads: ThreadTable | None = None,
         on_time_moved: Callable[[int], None] = lambda pid: None,
         catch_up_events: Callable[[int | None], None] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
@@ -127,6 +129,10 @@ class ProcFs(pyfuse3.Operations):
         self.kernel = kernel
         self.clock = clock
         self.mount = mount
+        # Per-thread contexts the personalities with per-thread counters share.
+        self.threads = threads if threads is not None else ThreadTable(
+            kernel.cpus.model, kernel.cpus.mhz, clock, kernel.profile, processes.read_thread_start
+        )
         self._proc_ioctls = ProcIoctls(kernel)
         self._syssgi_ioctls = SyssgiIoctls(kernel)
         self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
@@ -463,7 +469,7 @@ class ProcFs(pyfuse3.Operations):
 
     def _control_command(self, words: list[str]) -> None:
         verb, args = words[0], words[1:]
-        if verb in ("advance", "advance-cpu"):
+        if verb in ("advance", "advance-cpu", "advance-thread"):
             if not hasattr(self.clock, "advance"):
                 raise commands.CommandError("time is advanced by hand only with --clock manual")
             if len(args) not in (2, 3):
@@ -471,7 +477,13 @@ class ProcFs(pyfuse3.Operations):
             ident = commands.integer(args[0], "id")
             user = commands.duration_ns(args[1])
             system = commands.duration_ns(args[2]) if len(args) == 3 else 0
-            if verb == "advance":
+            if verb == "advance-thread":
+                pid = processes.thread_group(ident)
+                if pid is None:
+                    raise commands.CommandError(f"no thread {ident}")
+                self.clock.advance_thread(pid, ident, user, system)
+                self._on_time_moved(pid)
+            elif verb == "advance":
                 if processes.read_process(ident) is None:
                     raise commands.CommandError(f"no process {ident}")
                 self.clock.advance(ident, user, system)

@@ -165,3 +165,78 @@ def test_signals_owed_to_a_zombie_are_dropped_not_sent():
         assert sender.sent == 0 and sender.dropped == 5000 and sender.targets() == 0
     finally:
         child.wait()
+
+
+# A C-level view is not needed: Python's handler runs in the main thread, but
+# which thread the kernel queued the signal to shows in that thread's SigPnd.
+THREAD_BLOCKS_SIGUSR1 = (
+    "import os, signal, sys, threading\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+    "done = threading.Event()\n"
+    "t = threading.Thread(target=done.wait)\n"
+    "t.start()\n"
+    "print('ready', t.native_id, flush=True)\n"
+    "sys.stdin.readline()\n"
+    "done.set(); t.join()\n"
+    "print('joined', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def _pending(pid: int, tid: int) -> tuple[int, int]:
+    """(thread-private pending mask, process-shared pending mask) of ``tid``."""
+    fields = {}
+    with open(f"/proc/{pid}/task/{tid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return int(fields["SigPnd"], 16), int(fields["ShdPnd"], 16)
+
+
+def test_a_thread_signal_reaches_that_thread_and_never_a_later_one_with_its_tid():
+    child = subprocess.Popen(
+        [sys.executable, "-c", THREAD_BLOCKS_SIGUSR1], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        words = child.stdout.readline().split()
+        assert words[0] == b"ready"
+        tid = int(words[1])
+        start = processes.read_thread_start(child.pid, tid)
+        item = Signal(child.pid, processes.read_start(child.pid), None, signal.SIGUSR1, 1, tid, start)
+        sender = run_sender([item], 0.2)
+        assert sender.sent == 1
+        bit = 1 << (signal.SIGUSR1 - 1)
+        assert _pending(child.pid, tid)[0] & bit  # queued to the thread itself
+        assert not _pending(child.pid, child.pid)[0] & bit and not _pending(child.pid, tid)[1] & bit
+        child.stdin.write(b"\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == b"joined\n"
+        # The thread is gone: a signal owed to it (its start no longer there) goes nowhere.
+        sender = run_sender([item], 0.2)
+        assert sender.sent == 0 and sender.dropped == 1
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_one_user_can_have_signals_owed_to_only_so_many_targets_at_a_time():
+    children = [spawn(BLOCKS_SIGUSR1) for _ in range(3)]
+    try:
+
+        async def main():
+            sender = SignalSender(max_per_user=2)
+            for child in children:
+                sender.owe(owed(child.pid, 5, owner=(65534, 65534)))
+            sender.owe(owed(os.getpid(), 0, owner=None))  # root's targets are not counted
+            assert sender.targets() == 3 and sender.refused == 5
+            sender.forget(children[0].pid)
+            sender.owe(owed(children[2].pid, 5, owner=(65534, 65534)))  # room again
+            assert sender.targets() == 3 and sender.refused == 5
+            sender.owe(owed(children[0].pid, 1, owner=(65534, 65534)))
+            assert sender.refused == 6
+
+        trio.run(main)
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()

@@ -391,3 +391,39 @@ def test_a_reader_short_of_descriptors_raises_rather_than_call_the_process_gone(
     gone = max(hp.list_pids()) + 100_000
     assert [reader(gone) for reader in readers] == [None] * len(readers)
     assert all(reader(me) is not None for reader in readers)
+
+
+def test_a_thread_has_its_own_start_cpu_time_and_pidfd():
+    import threading
+    import time as _time
+
+    done = threading.Event()
+
+    def spin() -> None:
+        end = _time.thread_time() + 0.05
+        while _time.thread_time() < end:
+            pass
+        done.wait()
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        pid, tid = os.getpid(), thread.native_id
+        _time.sleep(0.2)
+        start = hp.read_thread_start(pid, tid)
+        assert start is not None and start >= hp.read_start(pid)
+        assert hp.thread_group(tid) == pid
+        times = hp.read_thread_cpu_times(pid, tid)
+        assert times is not None and 50_000_000 <= times.total_ns < 150_000_000
+        mine = hp.read_thread_cpu_times(pid, pid)
+        assert mine is not None and mine.total_ns < hp.read_cpu_total(pid)
+        fd = hp.open_thread_pidfd(pid, tid, start)
+        assert fd is not None
+        os.close(fd)
+        assert hp.open_thread_pidfd(pid, tid, start + 1) is None  # another thread's start
+        assert hp.read_thread_start(pid + 0x400000, tid) is None
+    finally:
+        done.set()
+        thread.join()
+    assert hp.read_thread_start(pid, tid) is None
+    assert hp.read_thread_cpu_times(pid, tid) is None

@@ -5,6 +5,7 @@ import fcntl
 import os
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
@@ -151,3 +152,29 @@ def test_a_reader_part_way_through_a_long_text_is_not_torn_by_another(counters, 
     assert len(fresh) > 1000 and b" 200000 " in fresh
     assert b" 200000 " not in head + rest  # what the first reader began on, whole
     assert (head + rest).count(b"\n") == fresh.count(b"\n")
+
+
+def test_advance_thread_moves_that_thread_and_its_process(manual_mount):
+    from hwperfd.client import ProcessCounters, user
+
+    code = (
+        "import sys, threading\n"
+        "t = threading.Thread(target=sys.stdin.readline)\n"
+        "t.start()\n"
+        "print(t.native_id, flush=True)\n"
+        "t.join()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        tid = int(child.stdout.readline())
+        with ProcessCounters(child.pid, mount=manual_mount.path) as pc:
+            pc.enable({0: user(0)})
+            manual_mount.control(f"advance-thread {tid} 1ms")
+            assert pc.read()[1][0] == 200_000  # the R10000 at 200 MHz: cycles of the process's thread
+        for command in (f"advance-thread {tid} -1ms", "advance-thread 99999999 1ms", f"advance-thread {tid}"):
+            with pytest.raises(OSError) as info:
+                manual_mount.control(command)
+            assert info.value.errno == errno.EINVAL
+    finally:
+        child.kill()
+        child.wait()

@@ -1,0 +1,347 @@
+"""Per-thread counter contexts: what libcpc's per-LWP binds and perfctr's
+vperfctr give one thread.
+
+A context is one thread's view of the counter hardware for one service
+("cpc", "perfctr"): a private ``PmuCpu`` of the daemon's model that the
+personality programs as its driver would program the real registers on
+every switch to that thread, and that counts only the thread's own CPU time.
+The personality keeps its own state (a perfctr control and state, a cpc set)
+in ``data``; this module keeps the contexts, plays each thread's new CPU time
+through them, and follows threads through creation, exec and exit.
+
+Order-sensitive rules live here and are driven by events as data
+(``apply``), so they are unit-tested without a host:
+
+* a thread is its tid and its start time: a context whose thread has gone is
+  never handed to a later thread given the same tid (``get`` checks);
+* a thread's exit ends its contexts (the service's ``on_exit`` sees them
+  first); a process's exit ends all of its threads';
+* a thread created by a thread with a context gets its own copy when the
+  service's ``inherit`` hook returns data for it (libcpc's
+  CPC_BIND_LWP_INHERIT; perfctr gives children nothing);
+* an exec keeps the contexts the service's ``on_exec`` keeps (perfctr's
+  state survives exec unless its CLOEXEC flag is set);
+* every unprivileged user holds at most ``PER_USER`` contexts (EAGAIN):
+  no user can grow the daemon without bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Protocol
+
+from hwperfd.counters.errors import CountersLimit
+from hwperfd.cpu.core import PmuCpu, decode
+from hwperfd.cpu.models import CpuModel
+from hwperfd.cpu.profiles import WorkloadProfile
+
+CpuTimes = tuple[int, int]
+PER_USER = 1024  # contexts one unprivileged uid may hold, all services together
+
+
+class ThreadClock(Protocol):
+    def thread_times(self, pid: int, tid: int) -> CpuTimes | None: ...
+
+
+# -- what the host reports, as data ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ThreadCreated:
+    """A thread was created in ``pid``.  Linux's process-events connector
+    names the process's parent, not the creating thread (cn_proc reports
+    ``real_parent``, which CLONE_THREAD shares), so ``parent_tid`` is 0 when
+    the creator is unknown."""
+
+    pid: int
+    tid: int
+    parent_tid: int = 0
+
+
+@dataclass(frozen=True)
+class ThreadExited:
+    pid: int
+    tid: int
+
+
+@dataclass(frozen=True)
+class ProcessExited:
+    pid: int
+
+
+@dataclass(frozen=True)
+class ProcessExeced:
+    pid: int
+
+
+ThreadEvent = ThreadCreated | ThreadExited | ProcessExited | ProcessExeced
+
+
+@dataclass(eq=False)
+class ThreadContext:
+    """One thread's counters for one service."""
+
+    service: str
+    pid: int
+    tid: int
+    start: int  # the thread's start time: with the tid, its identity
+    owner: int  # the uid that set it up
+    cpu: PmuCpu
+    seen: CpuTimes  # the thread's CPU times counted so far
+    data: Any = None  # the personality's own state
+    running: bool = True  # False: time passes uncounted (suspended, stopped)
+    ran_ns: int = 0  # CPU time counted while running, for a virtual TSC
+    serial: int = 0  # order of attachment: the latest inheriting context is the one copied
+
+
+@dataclass
+class _Hooks:
+    inherit: Callable[[ThreadContext], Any] | None = None
+    on_exec: Callable[[ThreadContext], bool] | None = None
+    on_exit: Callable[[ThreadContext], None] | None = None
+    on_overflow: Callable[[ThreadContext, int], None] | None = None
+
+
+@dataclass
+class _Bookkeeping:
+    by_tid: dict[int, dict[str, ThreadContext]] = field(default_factory=dict)
+    by_pid: dict[int, set[int]] = field(default_factory=dict)
+    per_owner: dict[int, int] = field(default_factory=dict)
+
+
+class ThreadTable:
+    def __init__(
+        self,
+        model: CpuModel,
+        mhz: Fraction,
+        clock: ThreadClock,
+        profile: Callable[[int], WorkloadProfile],
+        start_of: Callable[[int, int], int | None],
+        per_user: int = PER_USER,
+    ) -> None:
+        """``profile(pid)`` is the workload profile a process runs (set per
+        process, shared by its threads); ``start_of(pid, tid)`` the start
+        time of a live thread, None if gone."""
+        self.model = model
+        self.mhz = mhz
+        self.clock = clock
+        self._profile = profile
+        self._start_of = start_of
+        self.per_user = per_user
+        self._hooks: dict[str, _Hooks] = {}
+        self._books = _Bookkeeping()
+        self._serial = 0
+
+    def register(
+        self,
+        service: str,
+        *,
+        inherit: Callable[[ThreadContext], Any] | None = None,
+        on_exec: Callable[[ThreadContext], bool] | None = None,
+        on_exit: Callable[[ThreadContext], None] | None = None,
+        on_overflow: Callable[[ThreadContext, int], None] | None = None,
+    ) -> None:
+        self._hooks[service] = _Hooks(inherit, on_exec, on_exit, on_overflow)
+
+    # -- contexts --------------------------------------------------------------
+
+    def attach(self, service: str, pid: int, tid: int, owner: int, data: Any = None) -> ThreadContext:
+        """A new context on thread ``tid`` of ``pid``, counting from now; it
+        replaces the service's earlier context on that thread.
+
+        Raises LookupError if there is no such thread, CountersLimit when
+        ``owner`` (not root) already holds ``per_user`` contexts."""
+        start = self._start_of(pid, tid)
+        times = self.clock.thread_times(pid, tid) if start is not None else None
+        if start is None or times is None:
+            raise LookupError(f"no thread {tid} in process {pid}")
+        old = self._books.by_tid.get(tid, {}).get(service)
+        if old is not None:
+            self._drop(old)
+        if owner != 0 and self._books.per_owner.get(owner, 0) >= self.per_user:
+            raise CountersLimit(f"uid {owner} holds {self.per_user} counting contexts")
+        self._serial += 1
+        ctx = ThreadContext(
+            service, pid, tid, start, owner, PmuCpu(0, self.model, self.mhz), times, data, serial=self._serial
+        )
+        self._add(ctx)
+        return ctx
+
+    def get(self, service: str, tid: int) -> ThreadContext | None:
+        """The service's context on thread ``tid``, if that thread is still the
+        one it was set up on (a later thread with the tid gets nothing)."""
+        ctx = self._books.by_tid.get(tid, {}).get(service)
+        if ctx is None:
+            return None
+        if self._start_of(ctx.pid, tid) != ctx.start:
+            self._end(ctx)
+            return None
+        return ctx
+
+    def detach(self, service: str, tid: int) -> ThreadContext | None:
+        ctx = self._books.by_tid.get(tid, {}).get(service)
+        if ctx is not None:
+            self._drop(ctx)
+        return ctx
+
+    def contexts(self, service: str | None = None) -> Iterator[ThreadContext]:
+        for per_service in list(self._books.by_tid.values()):
+            for ctx in list(per_service.values()):
+                if service is None or ctx.service == service:
+                    yield ctx
+
+    def of_process(self, pid: int) -> list[ThreadContext]:
+        return self._of_process(pid)
+
+    def sweep(self) -> int:
+        """End the contexts whose thread has gone unheard (events lost)."""
+        gone = [ctx for ctx in self.contexts() if self._start_of(ctx.pid, ctx.tid) != ctx.start]
+        for ctx in gone:
+            self._end(ctx)
+        return len(gone)
+
+    def owned_by(self, owner: int) -> int:
+        return self._books.per_owner.get(owner, 0)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._books.by_tid.values())
+
+    # -- time ------------------------------------------------------------------
+
+    def catch_up(self, ctx: ThreadContext) -> bool:
+        """Play the thread's CPU time since the last catch-up through its
+        counters (only while ``running``); False if the thread is gone.
+
+        A counter that overflows is reported to the service's ``on_overflow``
+        with the mask of overflowed counters."""
+        now = self.clock.thread_times(ctx.pid, ctx.tid)
+        if now is None:
+            return False
+        user = max(0, now[0] - ctx.seen[0])
+        system = max(0, now[1] - ctx.seen[1])
+        ctx.seen = (max(now[0], ctx.seen[0]), max(now[1], ctx.seen[1]))
+        if ctx.running and (user or system):
+            ctx.ran_ns += user + system
+            profile = self._profile(ctx.pid)
+            mask = ctx.cpu.run(user, system, profile.rates, profile.exl_share)
+            hooks = self._hooks.get(ctx.service)
+            if mask and hooks is not None and hooks.on_overflow is not None:
+                hooks.on_overflow(ctx, mask)
+        return True
+
+    def set_running(self, ctx: ThreadContext, running: bool) -> None:
+        """Start or stop counting the thread's time; time up to now is
+        counted in the old state."""
+        self.catch_up(ctx)
+        ctx.running = running
+
+    def interrupting(self) -> list[ThreadContext]:
+        """Contexts with a counter whose overflow interrupts: the service
+        catches these up on its clock tick so their signals are not late."""
+        found = []
+        for ctx in self.contexts():
+            if ctx.running and any(
+                decode(self.model, i, ctx.cpu.evntsel(i)).interrupt for i in range(self.model.counters)
+            ):
+                found.append(ctx)
+        return found
+
+    # -- the host's events -------------------------------------------------------
+
+    def apply(self, events: Iterable[ThreadEvent]) -> int:
+        """Follow threads through what the host reported, in order; returns
+        how many contexts were made or ended."""
+        changed = 0
+        for event in events:
+            if isinstance(event, ThreadCreated):
+                changed += self._created(event)
+            elif isinstance(event, ThreadExited):
+                for ctx in list(self._books.by_tid.get(event.tid, {}).values()):
+                    if ctx.pid == event.pid:
+                        self._end(ctx)
+                        changed += 1
+            elif isinstance(event, ProcessExited):
+                for ctx in self._of_process(event.pid):
+                    self._end(ctx)
+                    changed += 1
+            else:
+                changed += self._execed(event.pid)
+        return changed
+
+    def _created(self, event: ThreadCreated) -> int:
+        """Each service whose context on the creating thread inherits gives
+        the new thread a copy.  When the creator is unknown, the process's
+        latest inheriting context of the service stands for it (a program
+        binds with inheritance and then creates its threads)."""
+        made = 0
+        creators: dict[str, tuple[ThreadContext, Any]] = {}
+        known = self._books.by_tid.get(event.parent_tid, {}) if event.parent_tid else {}
+        candidates = [c for c in known.values() if c.pid == event.pid] or sorted(
+            self._of_process(event.pid), key=lambda c: c.serial
+        )
+        for ctx in candidates:
+            hooks = self._hooks.get(ctx.service)
+            if hooks is None or hooks.inherit is None or ctx.tid == event.tid:
+                continue
+            data = hooks.inherit(ctx)
+            if data is not None:
+                creators[ctx.service] = (ctx, data)
+        for service, (ctx, data) in creators.items():
+            try:
+                self.attach(service, event.pid, event.tid, ctx.owner, data)
+            except (LookupError, CountersLimit):
+                continue  # the thread is gone already, or its owner has all they may
+            made += 1
+        return made
+
+    def _execed(self, pid: int) -> int:
+        """exec(2) leaves one thread, with the process's pid as its tid
+        (the others' exits are reported on their own)."""
+        ended = 0
+        for ctx in self._of_process(pid):
+            hooks = self._hooks.get(ctx.service)
+            keep = hooks is not None and hooks.on_exec is not None and hooks.on_exec(ctx)
+            if not keep:
+                self._end(ctx)
+                ended += 1
+        return ended
+
+    # -- bookkeeping -------------------------------------------------------------
+
+    def _of_process(self, pid: int) -> list[ThreadContext]:
+        return [
+            ctx for tid in list(self._books.by_pid.get(pid, ())) for ctx in self._books.by_tid.get(tid, {}).values()
+            if ctx.pid == pid
+        ]
+
+    def _add(self, ctx: ThreadContext) -> None:
+        self._books.by_tid.setdefault(ctx.tid, {})[ctx.service] = ctx
+        self._books.by_pid.setdefault(ctx.pid, set()).add(ctx.tid)
+        self._books.per_owner[ctx.owner] = self._books.per_owner.get(ctx.owner, 0) + 1
+
+    def _end(self, ctx: ThreadContext) -> None:
+        hooks = self._hooks.get(ctx.service)
+        if hooks is not None and hooks.on_exit is not None:
+            hooks.on_exit(ctx)
+        self._drop(ctx)
+
+    def _drop(self, ctx: ThreadContext) -> None:
+        per_service = self._books.by_tid.get(ctx.tid)
+        if per_service is None or per_service.get(ctx.service) is not ctx:
+            return
+        del per_service[ctx.service]
+        if not per_service:
+            del self._books.by_tid[ctx.tid]
+        if not any(other.pid == ctx.pid for other in per_service.values()):
+            tids = self._books.by_pid.get(ctx.pid)
+            if tids is not None:
+                tids.discard(ctx.tid)
+                if not tids:
+                    del self._books.by_pid[ctx.pid]
+        left = self._books.per_owner[ctx.owner] - 1
+        if left:
+            self._books.per_owner[ctx.owner] = left
+        else:
+            del self._books.per_owner[ctx.owner]

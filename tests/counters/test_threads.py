@@ -1,0 +1,201 @@
+"""Per-thread counter contexts (hwperfd.counters.threads) on a fake host:
+identity, time, inheritance, exec and exit, as events given as data."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from hwperfd.counters.errors import CountersLimit
+from hwperfd.counters.threads import (
+    ProcessExeced,
+    ProcessExited,
+    ThreadContext,
+    ThreadCreated,
+    ThreadExited,
+    ThreadTable,
+)
+from hwperfd.cpu.core import X86_EN, X86_INT, X86_OS, X86_USR
+from hwperfd.cpu.models import MODELS
+from hwperfd.cpu.profiles import WorkloadProfile
+
+MS = 1_000_000
+CYCLES = 0x76 | X86_EN | X86_USR | X86_OS  # AMD: CPU clocks not halted, user and system
+USER_CYCLES = 0x76 | X86_EN | X86_USR
+
+
+class FakeHost:
+    """Threads and their CPU times, moved by the test."""
+
+    def __init__(self) -> None:
+        self.starts: dict[tuple[int, int], int] = {}
+        self.times: dict[int, tuple[int, int]] = {}
+
+    def spawn(self, pid: int, tid: int, start: int = 1) -> None:
+        self.starts[(pid, tid)] = start
+        self.times[tid] = (0, 0)
+
+    def end(self, pid: int, tid: int) -> None:
+        self.starts.pop((pid, tid), None)
+        self.times.pop(tid, None)
+
+    def run(self, tid: int, user: int, system: int = 0) -> None:
+        u, s = self.times[tid]
+        self.times[tid] = (u + user, s + system)
+
+    def start_of(self, pid: int, tid: int) -> int | None:
+        return self.starts.get((pid, tid))
+
+    def thread_times(self, pid: int, tid: int) -> tuple[int, int] | None:
+        return self.times.get(tid) if (pid, tid) in self.starts else None
+
+
+@pytest.fixture
+def host() -> FakeHost:
+    return FakeHost()
+
+
+@pytest.fixture
+def table(host: FakeHost) -> ThreadTable:
+    unit = WorkloadProfile.named("unit")
+    return ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, per_user=3)
+
+
+def test_a_context_counts_only_its_own_threads_time_from_when_it_was_set_up(host, table):
+    host.spawn(10, 10)
+    host.spawn(10, 11)
+    host.run(10, 5 * MS)
+    ctx = table.attach("perfctr", 10, 10, owner=1000)
+    ctx.cpu.program(0, CYCLES)
+    host.run(10, 2 * MS, 1 * MS)
+    host.run(11, 7 * MS)
+    assert table.catch_up(ctx)
+    assert ctx.cpu.rdpmc(0) == 3 * MS  # 1000 MHz: a cycle a nanosecond
+    ctx.cpu.program(1, USER_CYCLES)
+    host.run(10, MS, MS)
+    table.catch_up(ctx)
+    assert ctx.cpu.rdpmc(0) == 5 * MS and ctx.cpu.rdpmc(1) == MS
+
+
+def test_stopped_time_passes_uncounted(host, table):
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=0)
+    ctx.cpu.program(0, CYCLES)
+    table.set_running(ctx, False)
+    host.run(10, 4 * MS)
+    table.set_running(ctx, True)
+    host.run(10, MS)
+    table.catch_up(ctx)
+    assert ctx.cpu.rdpmc(0) == MS and ctx.ran_ns == MS
+
+
+def test_a_later_thread_with_the_same_tid_never_gets_the_context(host, table):
+    host.spawn(10, 12, start=5)
+    table.attach("cpc", 10, 12, owner=1000)
+    host.end(10, 12)
+    host.spawn(20, 12, start=9)  # the tid came round, in another process
+    assert table.get("cpc", 12) is None
+    assert table.owned_by(1000) == 0 and len(table) == 0
+
+
+def test_attaching_to_a_thread_that_is_not_there_is_a_lookup_error(host, table):
+    host.spawn(10, 10)
+    with pytest.raises(LookupError):
+        table.attach("cpc", 10, 11, owner=1000)
+    with pytest.raises(LookupError):
+        table.attach("cpc", 11, 10, owner=1000)  # tid 10 is not a thread of process 11
+
+
+def test_one_user_holds_at_most_per_user_contexts_and_root_is_not_bound(host, table):
+    for tid in range(10, 15):
+        host.spawn(10, tid)
+    for tid in range(10, 13):
+        table.attach("cpc", 10, tid, owner=1000)
+    with pytest.raises(CountersLimit):
+        table.attach("perfctr", 10, 13, owner=1000)
+    table.attach("cpc", 10, 10, owner=1000)  # replacing one's own context is not a new one
+    table.attach("perfctr", 10, 13, owner=0)
+    table.attach("perfctr", 10, 14, owner=0)
+    table.detach("cpc", 11)
+    table.attach("perfctr", 10, 11, owner=1000)
+    assert table.owned_by(1000) == 3 and table.owned_by(0) == 2
+
+
+def test_thread_exit_ends_its_contexts_after_the_service_saw_them(host, table):
+    ended: list[ThreadContext] = []
+    table.register("perfctr", on_exit=ended.append)
+    host.spawn(10, 10)
+    host.spawn(10, 11)
+    table.attach("perfctr", 10, 10, owner=1000)
+    ctx = table.attach("perfctr", 10, 11, owner=1000)
+    assert table.apply([ThreadExited(10, 11)]) == 1
+    assert ended == [ctx] and table.get("perfctr", 11) is None
+    assert table.apply([ProcessExited(10)]) == 1 and len(table) == 0
+
+
+def test_inheritance_copies_to_new_threads_only_when_the_service_says_so(host, table):
+    table.register("cpc", inherit=lambda ctx: ("copy of", ctx.data) if ctx.data == "inherit" else None)
+    host.spawn(10, 10)
+    host.spawn(10, 11)
+    host.spawn(10, 12)
+    table.attach("cpc", 10, 10, owner=1000, data="inherit")
+    table.attach("perfctr", 10, 10, owner=1000, data="no hook: no copy")
+    assert table.apply([ThreadCreated(10, 11)]) == 1  # creator unknown: the process's inheriting context
+    copy = table.get("cpc", 11)
+    assert copy is not None and copy.data == ("copy of", "inherit") and copy.owner == 1000
+    assert table.get("perfctr", 11) is None
+    table.attach("cpc", 10, 10, owner=1000, data="plain")
+    table.apply([ThreadCreated(10, 12, parent_tid=10)])  # the creator's own context does not inherit
+    assert table.get("cpc", 12) is None
+
+
+def test_inherited_copies_count_from_the_new_threads_start(host, table):
+    table.register("cpc", inherit=lambda ctx: "copy")
+    host.spawn(10, 10)
+    table.attach("cpc", 10, 10, owner=1000)
+    host.spawn(10, 11)
+    host.run(11, 3 * MS)  # before the creation event is applied: still the new thread's own time
+    table.apply([ThreadCreated(10, 11)])
+    copy = table.get("cpc", 11)
+    assert copy is not None
+    copy.cpu.program(0, CYCLES)
+    host.run(11, MS)
+    table.catch_up(copy)
+    assert copy.cpu.rdpmc(0) == MS
+
+
+def test_exec_keeps_only_what_the_service_keeps(host, table):
+    table.register("perfctr", on_exec=lambda ctx: ctx.data != "cloexec")
+    host.spawn(10, 10)
+    host.spawn(20, 20)
+    table.attach("perfctr", 10, 10, owner=1000, data="keep")
+    table.attach("perfctr", 20, 20, owner=1000, data="cloexec")
+    table.attach("cpc", 10, 10, owner=1000)  # no hook: an exec ends it
+    assert table.apply([ProcessExeced(10), ProcessExeced(20)]) == 2
+    assert table.get("perfctr", 10) is not None
+    assert table.get("perfctr", 20) is None and table.get("cpc", 10) is None
+
+
+def test_overflow_reaches_the_service_with_the_mask(host, table):
+    seen: list[tuple[int, int]] = []
+    table.register("perfctr", on_overflow=lambda ctx, mask: seen.append((ctx.tid, mask)))
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=1000)
+    ctx.cpu.program(1, CYCLES | X86_INT)
+    ctx.cpu.write(1, -1000, reload=-1000)
+    assert table.interrupting() == [ctx]
+    host.run(10, 999)
+    table.catch_up(ctx)
+    assert seen == []
+    host.run(10, 1)
+    table.catch_up(ctx)
+    assert seen == [(10, 0b10)] and ctx.cpu.pending(1)
+
+
+def test_a_gone_thread_is_swept_and_catch_up_says_so(host, table):
+    host.spawn(10, 10)
+    ctx = table.attach("cpc", 10, 10, owner=1000)
+    host.end(10, 10)
+    assert table.catch_up(ctx) is False
+    assert table.sweep() == 1 and len(table) == 0
