@@ -29,18 +29,21 @@ from __future__ import annotations
 import errno
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hwperfd.cpc.events import ATTR_LIMITS, EventNames, Resolved, control_word, describe
 from hwperfd.cpc.sets import BoundSet, Request
-from hwperfd.cpu.core import PmuCpu
+from hwperfd.counters.errors import CountersLimit
+from hwperfd.counters.kernel import Signal
+from hwperfd.counters.threads import ThreadContext, ThreadTable
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 from structs import cpc as abi
 
 SERVICE = "cpc"  # the reservation's and the thread table's name for libcpc
+MAX_EXITED = 4096  # exited LWPs' final values kept for their binders (the oldest go first)
 
 
 class CpcError(Exception):
@@ -86,29 +89,6 @@ ERRNO: dict[type[CpcError], int] = {
 }
 
 
-class ThreadContext(Protocol):
-    pid: int
-    tid: int
-    owner: int
-    cpu: PmuCpu
-    data: Any
-    seen: tuple[int, int]
-
-
-class Threads(Protocol):
-    """The shared per-thread layer (hwperfd.counters.threads.ThreadTable)."""
-
-    def attach(self, service: str, pid: int, tid: int, owner: int) -> ThreadContext: ...
-
-    def get(self, service: str, tid: int) -> ThreadContext | None: ...
-
-    def detach(self, service: str, tid: int) -> None: ...
-
-    def contexts(self, service: str) -> Iterable[ThreadContext]: ...
-
-    def catch_up(self, ctx: ThreadContext) -> None: ...
-
-
 class CpuClock(Protocol):
     def cpu_times(self, cpu: int) -> tuple[int, int]: ...
 
@@ -145,13 +125,14 @@ class CpcDevice:
         self,
         cpus: CpuSet,
         clock: CpuClock,
-        threads: Threads | None,
+        threads: ThreadTable | None,
         *,
         profile: Callable[[], WorkloadProfile] = WorkloadProfile,
         tgid_of: Callable[[int], int | None],
-        thread_of: Callable[[int, int], int | None],
+        thread_start: Callable[[int, int], int | None],
+        process_start: Callable[[int], int | None],
         may_control: Callable[[int, int, int, int], bool],
-        signal_lwp: Callable[[int, int, int], None] = lambda pid, tid, owner: None,
+        signal: Callable[[Signal], None] = lambda owed: None,
     ) -> None:
         self.cpus = cpus
         self.model = cpus.model
@@ -160,11 +141,20 @@ class CpcDevice:
         self.names = EventNames(self.model)
         self._profile = profile
         self._tgid_of = tgid_of  # a thread's process, None if gone
-        self._thread_of = thread_of  # (pid, lwp id) -> tid, None if no such LWP
+        self._thread_start = thread_start  # (pid, tid) -> start, None if no such thread
+        self._process_start = process_start
         self._may_control = may_control  # (uid, gid, caller tid, target pid)
-        self._signal_lwp = signal_lwp  # overflow: (pid, tid, owner uid)
+        self._signal = signal
         self.cpu_bindings: dict[int, CpuBinding] = {}
         self._cpu_seen = [clock.cpu_times(i) for i in range(len(cpus))]
+        # Final values of exited LWPs that another process bound (cputrack
+        # reads them once after the exit): (pid, tid) -> (binder uid, values, tick).
+        self._exited: dict[tuple[int, int], tuple[int, list[int], int]] = {}
+        self.signals_owed = 0
+        if threads is not None:
+            threads.register(SERVICE, inherit=self._inherit, on_inherited=self._start_inherited,
+                             on_exec=self._on_exec, on_exit=self._on_exit,
+                             on_overflow=lambda ctx, mask: self.on_counted(ctx))  # fmt: skip
 
     # -- what the node shows --------------------------------------------------
 
@@ -292,12 +282,10 @@ class CpcDevice:
             ctx = threads.attach(SERVICE, pid, tid, caller.uid)
         except LookupError:
             raise NoLwp(f"no LWP {tid}") from None
-        except Exception as exc:  # the per-user cap (CountersLimit)
-            if type(exc).__name__ == "CountersLimit":
-                raise Unavailable(str(exc)) from None
-            raise
-        bset.tick_base = sum(ctx.seen)
-        ctx.data = LwpBinding(bset, caller.tid, pctx, sum(ctx.seen))
+        except CountersLimit as exc:
+            raise Unavailable(str(exc)) from None
+        self._exited.pop((pid, tid), None)
+        ctx.data = LwpBinding(bset, caller.tid, pctx, ctx.ran_ns)
         bset.start(ctx.cpu)
 
     def _lwp_target(self, io: Any, caller: Caller) -> tuple[int, int, bool]:
@@ -313,10 +301,17 @@ class CpcDevice:
             raise NoLwp(f"no process {pid}")
         if not self._may_control(caller.uid, caller.gid, caller.tid, pid):
             raise NoAccess(f"process {pid} is not the caller's")
-        tid = self._thread_of(pid, int(io.ci_id))
-        if tid is None:
+        tid = self._lwp_tid(pid, int(io.ci_id))
+        if self._thread_start(pid, tid) is None:
             raise NoLwp(f"no LWP {io.ci_id} in process {pid}")
         return pid, tid, True
+
+    @staticmethod
+    def _lwp_tid(pid: int, lwp: int) -> int:
+        """An LWP id of a process as a Linux thread id: Solaris numbers a
+        process's LWPs from 1, so 1 is the first thread (tid == pid); any
+        other id is a thread id."""
+        return pid if lwp == 1 else lwp
 
     def _bind_cpu(self, io: Any, caller: Caller) -> None:
         if io.ci_flags:
@@ -358,6 +353,12 @@ class CpcDevice:
             bset = binding.set
             tick = self.cpus.pmus[binding.cpu].tsc.at(self.clock.tsc_ns(binding.cpu)) - bset.tick_base
         else:
+            final = self._exited_values(io, caller)
+            if final is not None:
+                values, tick = final
+                io.ci_data = values + [0] * (abi.HWPERFD_CPC_MAXREQS - len(values))
+                io.ci_nreqs, io.ci_hrtime, io.ci_tick = len(values), time.monotonic_ns(), tick
+                return
             ctx = self._lwp_context(io, caller)
             bset = ctx.data.set
             if self.cpus.reservation.holder is not None and not bset.invalid:
@@ -365,7 +366,7 @@ class CpcDevice:
             if bset.invalid:
                 raise Unavailable("the set was invalidated (the counters were taken)")
             self.catch_up(ctx)
-            tick = self._tick(sum(ctx.seen) - ctx.data.seen0)
+            tick = self._tick(ctx.ran_ns - ctx.data.seen0)
         io.ci_data = list(bset.values) + [0] * (abi.HWPERFD_CPC_MAXREQS - len(bset.values))
         io.ci_nreqs = len(bset.values)
         io.ci_hrtime = time.monotonic_ns()
@@ -375,10 +376,24 @@ class CpcDevice:
         mhz = self.cpus.mhz
         return ns * mhz.numerator // (1000 * mhz.denominator)
 
+    def _exited_values(self, io: Any, caller: Caller) -> tuple[list[int], int] | None:
+        """cpc_set_sample through a pctx on an LWP that has exited since:
+        its final values, once, to the user that bound it."""
+        if io.ci_target != abi.HWPERFD_CPC_PCTX:
+            return None
+        key = (int(io.ci_pid), self._lwp_tid(int(io.ci_pid), int(io.ci_id)))
+        kept = self._exited.get(key)
+        if kept is None or (kept[0] != caller.uid and caller.uid != 0):
+            return None
+        del self._exited[key]
+        return kept[1], kept[2]
+
     def _rele(self, io: Any, caller: Caller) -> None:
         if io.ci_target == abi.HWPERFD_CPC_CPU:
             binding = self._cpu_binding(io, caller)
             self._release_cpu(binding)
+            return
+        if self._exited_values(io, caller) is not None:
             return
         ctx = self._lwp_context(io, caller)
         self._threads().detach(SERVICE, ctx.tid)
@@ -419,7 +434,7 @@ class CpcDevice:
 
     # -- contexts ---------------------------------------------------------------------
 
-    def _threads(self) -> Threads:
+    def _threads(self) -> ThreadTable:
         if self.threads is None:
             raise Unavailable("per-LWP counters are not available")
         return self.threads
@@ -470,7 +485,57 @@ class CpcDevice:
     def on_counted(self, ctx: ThreadContext) -> None:
         binding = ctx.data
         if isinstance(binding, LwpBinding) and binding.set.sync(ctx.cpu):
-            self._signal_lwp(ctx.pid, ctx.tid, ctx.owner)
+            self._owe_emt(ctx)
+
+    def _owe_emt(self, ctx: ThreadContext) -> None:
+        """SIGEMT for the LWP, carried by HWPERFD_CPC_SIGCARRIER (libcpc
+        raises SIGEMT in the thread with si_code EMT_CPCOVF)."""
+        start = self._process_start(ctx.pid)
+        if start is None:
+            return
+        owner = None if ctx.owner == 0 else (ctx.owner, ctx.owner)
+        self.signals_owed += 1
+        self._signal(Signal(ctx.pid, start, owner, abi.HWPERFD_CPC_SIGCARRIER, 1, ctx.tid, ctx.start))
+
+    # -- the thread table's hooks ------------------------------------------------------
+
+    def _inherit(self, parent: ThreadContext) -> LwpBinding | None:
+        """A new LWP of a process whose set was bound with
+        CPC_BIND_LWP_INHERIT gets a copy (programmed by _start_inherited)."""
+        binding = parent.data
+        if not isinstance(binding, LwpBinding) or not binding.set.flags & abi.CPC_BIND_LWP_INHERIT:
+            return None
+        if binding.set.invalid or binding.pctx:
+            return None
+        requests = [Request(r.index, r.event, r.pic, r.evntsel, r.preset, r.flags) for r in binding.set.requests]
+        return LwpBinding(BoundSet(requests, binding.set.precise, binding.set.flags), binding.binder, False, 0)
+
+    def _start_inherited(self, ctx: ThreadContext) -> None:
+        """cpc_bind_curlwp(3CPC): the new LWP counts from the presets; with a
+        CPC_OVF_NOTIFY_EMT request its counters read UINT64_MAX and it gets a
+        SIGEMT at once, to preset them itself."""
+        binding = ctx.data
+        emt = any(r.notify for r in binding.set.requests)
+        binding.set = binding.set.inherited(ctx.cpu, emt)
+        binding.seen0 = ctx.ran_ns
+        if emt:
+            self._owe_emt(ctx)
+
+    def _on_exec(self, ctx: ThreadContext) -> bool:
+        """exec(2) ends the counters the LWP bound for itself (the new image
+        never bound them); another process's binding (cputrack -e) stays."""
+        return isinstance(ctx.data, LwpBinding) and ctx.data.pctx
+
+    def _on_exit(self, ctx: ThreadContext) -> None:
+        binding = ctx.data
+        if not isinstance(binding, LwpBinding) or not binding.pctx:
+            return
+        if self.threads is not None:
+            self.threads.catch_up(ctx)
+        binding.set.sync(ctx.cpu)
+        if len(self._exited) >= MAX_EXITED:
+            self._exited.pop(next(iter(self._exited)))
+        self._exited[(ctx.pid, ctx.tid)] = (ctx.owner, list(binding.set.values), self._tick(ctx.ran_ns - binding.seen0))
 
     def _catch_up_cpu(self, cpu: int) -> None:
         now = self.clock.cpu_times(cpu)
@@ -484,13 +549,3 @@ class CpcDevice:
         pmu = self.cpus.pmus[cpu]
         pmu.run(user, system, profile.rates, profile.exl_share)
         binding.set.sync(pmu)
-
-    def inherit(self, parent: ThreadContext, child_cpu: PmuCpu) -> LwpBinding | None:
-        """A new LWP of a thread bound with CPC_BIND_LWP_INHERIT gets a copy."""
-        binding = parent.data
-        if not isinstance(binding, LwpBinding) or not binding.set.flags & abi.CPC_BIND_LWP_INHERIT:
-            return None
-        if binding.set.invalid:
-            return None
-        emt = any(r.notify for r in binding.set.requests)
-        return LwpBinding(binding.set.inherited(child_cpu, emt), binding.binder, binding.pctx, 0)

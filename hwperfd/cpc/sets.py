@@ -64,7 +64,10 @@ class BoundSet:
     def start(self, cpu: PmuCpu) -> None:
         """Program the counters for the requests (or stop them if the set
         does not count now) and take the totals to count from."""
-        for r in self.requests:
+        for i, r in enumerate(self.requests):
+            # The register holds the value's low bits, so the hardware wraps
+            # (and interrupts) where the 64-bit value passes UINT64_MAX.
+            cpu.write(r.pic, self.values[i] % cpu.model.modulus)
             cpu.program(r.pic, r.evntsel if self.counting else 0)
         self.base = [cpu.total(r.pic) for r in self.requests]
 

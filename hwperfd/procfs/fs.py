@@ -19,7 +19,7 @@ from typing import Callable
 import pyfuse3
 
 from hwperfd.counters.errors import CounterError
-from hwperfd.counters.kernel import CounterKernel, ptrace_readable
+from hwperfd.counters.kernel import CounterKernel, Signal, ptrace_readable
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
 from hwperfd.ioctl.calls import IoctlCall
@@ -32,7 +32,6 @@ from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.pctr.device import PctrDevice
 from hwperfd.cpc.device import Caller, CpcDevice
-from hwperfd.host import lwps
 from hwperfd.procfs import commands, pinfo
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.listing import Listing
@@ -120,6 +119,7 @@ class ProcFs(pyfuse3.Operations):
         clock,
         mount: str,
         threads: ThreadTable | None = None,
+        signal: Callable[[Signal], None] = lambda owed: None,
         on_time_moved: Callable[[int], None] = lambda pid: None,
         catch_up_events: Callable[[int | None], None] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
@@ -137,8 +137,9 @@ class ProcFs(pyfuse3.Operations):
         self._syssgi_ioctls = SyssgiIoctls(kernel)
         self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
-        self.cpc = CpcDevice(kernel.cpus, clock, None, profile=lambda: kernel.default_profile,
-                             tgid_of=lwps.tgid_of, thread_of=lwps.thread_of, may_control=self._may_control)
+        self.cpc = CpcDevice(kernel.cpus, clock, self.threads, profile=lambda: kernel.default_profile,
+                             tgid_of=processes.thread_group, thread_start=processes.read_thread_start,
+                             process_start=processes.read_start, may_control=self._may_control, signal=signal)
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
@@ -311,7 +312,7 @@ class ProcFs(pyfuse3.Operations):
     def _may_control(self, uid: int, gid: int, caller: int, pid: int) -> bool:
         """cpc_bind_pctx: who may count another process's LWPs is who may open its process file."""
         info = processes.read_process(pid)
-        return info is not None and self._may_read(uid, gid, lwps.tgid_of(caller) or caller, info)
+        return info is not None and self._may_read(uid, gid, processes.thread_group(caller) or caller, info)
 
     @staticmethod
     def _may_read(uid: int, gid: int, opener: int, info: processes.ProcessInfo) -> bool:
