@@ -19,7 +19,6 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/types.h>
 #include <ucontext.h>
 

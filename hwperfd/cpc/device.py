@@ -273,11 +273,9 @@ class CpcDevice:
         if self.cpus.reservation.holder is not None:
             raise Unavailable(f"the counters are held by {self.cpus.reservation.holder!r}")
         threads = self._threads()
-        old = threads.get(SERVICE, tid)
-        if old is not None and pctx and not old.data.pctx and old.data.binder == tid:
-            raise Unavailable(f"LWP {tid} counts for itself")
-        if old is not None:
-            threads.detach(SERVICE, tid)
+        # A new bind replaces whatever set the LWP had (libcpc: binding a set
+        # invalidates the others), its own or another process's.
+        threads.detach(SERVICE, tid)
         try:
             ctx = threads.attach(SERVICE, pid, tid, caller.uid)
         except LookupError:
