@@ -173,7 +173,13 @@ static void take_carrier(void)
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = carrier;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	/*
+	 * SIGEMT stays blocked in the carrier's handler: the SIGEMT it queues
+	 * is delivered once the carrier returns, at the interrupted point, so
+	 * the program's handler sees the program's own context (%pc, %sp).
+	 */
 	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGEMT);
 	(void) sigaction(HWPERFD_CPC_SIGCARRIER, &sa, NULL);
 }
 

@@ -534,7 +534,9 @@ class ProcFs(pyfuse3.Operations):
             return self.pctr(cmd, data, pid, fh in self._writable)
         if ino == CPC_INODE:
             self._catch_up_events(None)
-            return self.cpc(cmd, data, Caller(pid, uid, gid, fh))
+            reply = self.cpc(cmd, data, Caller(pid, uid, gid, fh))
+            self._on_controls_changed()  # a bind may arm overflow interrupts: the tick looks again
+            return reply
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         if pinfo.owns(ino):
             self._catch_up_events(None)
