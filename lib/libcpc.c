@@ -122,6 +122,8 @@ int _lwp_self(void)
 
 /* -- the lock: SIGEMT and the carrier are held while the lists change ---- */
 
+static int unbind(cpc_t *cpc, cpc_set_t *set);
+
 static void cpc_lock(cpc_t *cpc, sigset_t *old)
 {
 	sigset_t block;
@@ -141,6 +143,13 @@ static void cpc_unlock(cpc_t *cpc, sigset_t *old)
 
 /* -- the overflow signal ------------------------------------------------- */
 
+/*
+ * Sets bound (any kind) in this process.  The daemon's signal travels
+ * apart from the calls: one that arrives after the last set was unbound
+ * is dropped, as no SIGEMT follows cpc_unbind on Solaris.
+ */
+static volatile int bound_sets;
+
 static void carrier(int sig, siginfo_t *info, void *arg)
 {
 	ucontext_t *uc = arg;
@@ -149,6 +158,8 @@ static void carrier(int sig, siginfo_t *info, void *arg)
 
 	(void) sig;
 	(void) info;
+	if (bound_sets <= 0)
+		return;
 	memset(&si, 0, sizeof si);
 	si.si_signo = SIGEMT;
 	si.si_code = EMT_CPCOVF;
@@ -789,6 +800,8 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 	io.ci_target = HWPERFD_CPC_LWP;
 	if (cpc_call(cpc, cpc->fd, HWPERFD_CPCIO_BIND, &io, "cpc_bind_curlwp") < 0)
 		return -1;
+	if (set->state == CS_UNBOUND)
+		__sync_fetch_and_add(&bound_sets, 1);
 	set->thr = (pid_t)syscall(SYS_gettid);
 	set->state = CS_BOUND_CURLWP;
 	return 0;
@@ -809,6 +822,8 @@ int cpc_bind_pctx(cpc_t *cpc, pctx_t *pctx, id_t id, cpc_set_t *set, uint_t flag
 	io.ci_id = id;
 	if (cpc_call(cpc, cpc->fd, HWPERFD_CPCIO_BIND, &io, "cpc_bind_pctx") < 0)
 		return -1;
+	if (set->state == CS_UNBOUND)
+		__sync_fetch_and_add(&bound_sets, 1);
 	set->pid = pctx->pid;
 	set->id = id;
 	set->state = CS_BOUND_PCTX;
@@ -880,6 +895,8 @@ int cpc_bind_cpu(cpc_t *cpc, processorid_t id, cpc_set_t *set, uint_t flags)
 	if (set->fd >= 0)
 		close(set->fd);
 	set->fd = fd;
+	if (set->state == CS_UNBOUND)
+		__sync_fetch_and_add(&bound_sets, 1);
 	set->cpu = id;
 	set->thr = (pid_t)syscall(SYS_gettid);
 	set->state = CS_BOUND_CPU;
@@ -918,7 +935,29 @@ int cpc_disable(cpc_t *cpc)
 	return lwp_call(cpc, HWPERFD_CPCIO_DISABLE, 0, 0);
 }
 
+static void hold_signals(sigset_t *old)
+{
+	sigset_t block;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGEMT);
+	sigaddset(&block, HWPERFD_CPC_SIGCARRIER);
+	pthread_sigmask(SIG_BLOCK, &block, old);
+}
+
 int cpc_unbind(cpc_t *cpc, cpc_set_t *set)
+{
+	sigset_t old;
+	int ret;
+
+	/* an overflow signal on its way finds the set unbound, and is dropped */
+	hold_signals(&old);
+	ret = unbind(cpc, set);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
+static int unbind(cpc_t *cpc, cpc_set_t *set)
 {
 	struct hwperfd_cpc_io io;
 	int ret = 0, error = 0;
@@ -954,6 +993,7 @@ int cpc_unbind(cpc_t *cpc, cpc_set_t *set)
 		error = errno;
 		break;
 	}
+	__sync_fetch_and_sub(&bound_sets, 1);
 	set->thr = 0;
 	set->id = -1;
 	set->state = CS_UNBOUND;

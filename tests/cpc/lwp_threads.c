@@ -8,8 +8,8 @@
  * starts two threads.  Every thread prints "lwp N tid T" and waits; on each
  * line of stdin ("sample") every thread in turn samples its own counters
  * and prints "lwp N value V" (or "lwp N error ERRNO").  A SIGEMT a thread
- * takes is printed as "lwp N emt VALUE", the value its set reads in the
- * handler, after which the handler restarts the set from its presets.
+ * takes is printed as "lwp N emt VALUE", the value its set read in the
+ * handler, once the handler has restarted the set from its presets.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -50,8 +50,8 @@ static void emt(int sig, siginfo_t *si, void *uc)
 		return;
 	if (buf != NULL && cpc_set_sample(cpc, set, buf) == 0)
 		cpc_buf_get(cpc, buf, 0, &v);
-	say("lwp %d emt %" PRIu64 "\n", me, v);
 	(void) cpc_set_restart(cpc, set);
+	say("lwp %d emt %" PRIu64 "\n", me, v);
 	if (buf != NULL)
 		cpc_buf_destroy(cpc, buf);
 }
