@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -256,6 +257,7 @@ class Lwp:
     current: int = 0  # which set is bound
     totals: list[list[int]] = field(default_factory=list)
     last: list[int] = field(default_factory=list)
+    last_tick: int = 0
     hrtime: int = 0
 
 
@@ -354,12 +356,14 @@ class CpuTrack:
         if errors or help_ or (not args and not self.pid) or (args and self.pid) or not self.sets:
             return self.usage(help_)
         self.zero = time.monotonic_ns()
-        if self.titles:
-            self.title()
+        # The counters are bound before the title shows (and before the
+        # command runs): what follows the title is counted.
         if args:
-            self.start_command(args)
+            self.start_command(args, self.title if self.titles else lambda: None)
         else:
             self.capture(self.pid)
+            if self.titles:
+                self.title()
         return self.loop()
 
     def usage(self, help_: bool) -> int:
@@ -399,13 +403,19 @@ class CpuTrack:
 
     # -- processes --
 
-    def start_command(self, args: list[str]) -> None:
-        """Start the command stopped before exec, bind its LWP, let it go."""
+    def start_command(self, args: list[str], bound: Callable[[], None]) -> None:
+        """Start the command held before exec, bind its LWP, let it go, and
+        wait for the exec (the end of a close-on-exec pipe), so that exec is
+        not taken for a later one."""
         gate_r, gate_w = os.pipe()
+        done_r, done_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(gate_w)
-            os.read(gate_r, 1)
+            os.close(done_r)
+            os.set_inheritable(done_w, False)
+            if os.read(gate_r, 1) != b"g":
+                os._exit(127)
             os.close(gate_r)
             try:
                 os.execvp(args[0], args)
@@ -413,11 +423,20 @@ class CpuTrack:
                 print(f"{self.prog}: failed to exec {args[0]}: {exc.strerror}", file=sys.stderr)
             os._exit(127)
         os.close(gate_r)
+        os.close(done_w)
         proc = Tracked(pid, args[0], child=True)
         self.procs[pid] = proc
         self.bind_lwp(proc, pid)
+        if not proc.lwps:
+            os.close(gate_w)  # the command never runs
+            os.close(done_r)
+            os.waitpid(pid, 0)
+            raise Exit(1)
+        bound()
+        os.write(gate_w, b"g")
         os.close(gate_w)
-        time.sleep(0.01)
+        os.read(done_r, 1)
+        os.close(done_r)
         proc.exe = _exe(pid) or proc.exe
 
     def capture(self, pid: int) -> None:
@@ -478,6 +497,7 @@ class CpuTrack:
             current = lwp.current
             lwp.totals[current] = [t + p for t, p in zip(lwp.totals[current], period)]
             lwp.last, lwp.hrtime = values, hrtime
+            tick, lwp.last_tick = tick - lwp.last_tick, tick  # cpc_buf_sub: the period's ticks too
             self.row(proc.pid, lwp.lwpid, "tick", period, tick, hrtime, self.sets[current].spec)
             if len(self.sets) > 1:
                 lwp.current = (current + 1) % len(self.sets)
@@ -485,7 +505,7 @@ class CpuTrack:
                 try:
                     self.cpc.call(abi.HWPERFD_CPCIO_BIND, ci_target=abi.HWPERFD_CPC_PCTX, ci_pid=proc.pid,
                                   ci_id=lwp.lwpid, requests=nxt.requests)  # fmt: skip
-                    lwp.last = [0] * len(nxt.requests)
+                    lwp.last, lwp.last_tick = [0] * len(nxt.requests), 0
                 except CallError:
                     del proc.lwps[lwp.tid]
 
@@ -706,6 +726,7 @@ class CpuStat:
             line = f"{'time':>7} {'cpu':>3} {'event':>5} " + (f"{TICK:>9} " if self.dotick else "")
             print(line + eset.header, flush=True)
         last = {cpu: [0] * len(eset.requests) for cpu in fds}
+        last_tick: dict[int, int] = {}
         totals = [0] * len(eset.requests)
         stop: list[int] = []
         signal.signal(signal.SIGINT, lambda *_: stop.append(1))
@@ -726,7 +747,8 @@ class CpuStat:
                 hrtime = out.ci_hrtime
                 line = f"{(hrtime - self.zero) / 1e9:7.3f} {cpu:3d} {'tick':>5} "
                 if self.dotick:
-                    line += f"{out.ci_tick:9d} "
+                    line += f"{out.ci_tick - last_tick.get(cpu, 0):9d} "
+                last_tick[cpu] = out.ci_tick
                 print(line + "".join(f"{v:9d} " for v in period), flush=True)
             n += 1
         line = f"{(hrtime - self.zero) / 1e9:7.3f} {len(fds):3d} {'total':>5} " + (f"{'':9s} " if self.dotick else "")
