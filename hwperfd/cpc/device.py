@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from construct import ConstructError
+
 from hwperfd.cpc.events import ATTR_LIMITS, EventNames, Resolved, control_word, describe
 from hwperfd.cpc.sets import BoundSet, Request
 from hwperfd.counters.errors import CountersLimit
@@ -190,7 +192,10 @@ class CpcDevice:
             raise OSError(errno.ENOTTY, f"unknown ioctl {cmd:#010x} on cpc")
         if len(data) < abi.CPC_IO_SIZE:
             raise OSError(errno.EINVAL, "short hwperfd_cpc_io")
-        io = abi.cpc_io.parse(data[: abi.CPC_IO_SIZE])
+        try:
+            io = abi.cpc_io.parse(data[: abi.CPC_IO_SIZE])
+        except (ConstructError, UnicodeDecodeError):
+            raise OSError(errno.EINVAL, "names in hwperfd_cpc_io must be ASCII") from None
         io.ci_error, io.ci_subcode = 0, -1
         try:
             self._calls[cmd](self, io, caller)

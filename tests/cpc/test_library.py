@@ -4,10 +4,13 @@ counts under the manual clock, overflow, pctx, as root and as nobody."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import stat
 import subprocess
 
+from structs import cpc as abi
 from structs.cpc import (
     CPC_ATTRIBUTE_OUT_OF_RANGE,
     CPC_CONFLICTING_REQS,
@@ -228,3 +231,34 @@ def test_enable_and_disable_only_apply_to_sets_another_process_bound(intel, driv
     assert d("enable") == "ok"
     intel.control(f"advance-thread {d.tid} 1ms")
     assert observer.values() == [events("graduated_instructions", MS)]
+
+
+def test_garbage_from_a_client_gets_an_errno_and_changes_nothing(intel, driver):
+    """Random transport structs on every call: each answers an errno (in the reply or from the ioctl), never EIO, and
+    the daemon still serves a good client afterwards."""
+    import random
+
+    rng = random.Random(11)
+    fd = os.open(intel.path / "cpc", os.O_RDONLY)
+    allowed = {0, errno.EINVAL, errno.EAGAIN, errno.EACCES, errno.ENOTSUP, errno.ESRCH}
+    try:
+        for i in range(300):
+            cmd = (abi.HWPERFD_CPCIO_BIND, abi.HWPERFD_CPCIO_SAMPLE, abi.HWPERFD_CPCIO_RELE, abi.HWPERFD_CPCIO_PRESET,
+                   abi.HWPERFD_CPCIO_RESTART, abi.HWPERFD_CPCIO_ENABLE, abi.HWPERFD_CPCIO_DISABLE)[i % 7]  # fmt: skip
+            raw = bytearray(rng.randbytes(abi.CPC_IO_SIZE))
+            if i % 3 == 0:  # mostly plausible: small counts, ASCII names
+                raw[:48] = bytes(48)
+                raw[28:32] = rng.randrange(0, 10).to_bytes(4, "little")
+                raw[8:12] = rng.randrange(0, 3).to_bytes(4, "little")
+            try:
+                fcntl.ioctl(fd, cmd, raw)
+            except OSError as exc:
+                assert exc.errno in allowed, exc
+                continue
+            assert int.from_bytes(raw[:4], "little", signed=True) in allowed
+    finally:
+        os.close(fd)
+    assert "Traceback" not in intel.log_text() and "EIO" not in intel.log_text()
+    d = driver(intel)
+    d("add INST_RET 0 2")
+    assert d("bind") == "ok"
