@@ -13,7 +13,7 @@ ALLOWED = {
     "hwperfd.cpu": set(),
     "hwperfd.host": set(),
     "hwperfd.counters": {"hwperfd.cpu"},
-    "hwperfd.ioctl": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    "hwperfd.irix": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     # The per-user log limit: the FUSE boundary says whose request is logging.
     "hwperfd.lograte": set(),
     # A personality's driver: decode, check in the original's order, call the counters.
@@ -21,7 +21,8 @@ ALLOWED = {
     # Solaris libcpc's kernel side, on the same footing as pctr.
     "hwperfd.cpc": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     "hwperfd.procfs": {
-        "hwperfd.ioctl", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte", "structs",
+        "hwperfd.irix", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host",
+        "hwperfd.lograte", "structs",
     },
     # Tools are clients: they speak to the mount, never to the daemon's insides.
     "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},
@@ -30,7 +31,7 @@ ALLOWED = {
     "hwperfd.client": {"structs"},
     # pctr(1) is a client of <mount>/pctr; it knows the models' event tables.
     "hwperfd.pctr.tool": {"hwperfd.cpu", "structs"},
-    # cputrack(1) and cpustat(1M) are clients of <mount>/cpc through libcpc.
+    # cputrack(1) and cpustat(1M) are clients of <mount>/cpc (libcpc's calls, from Python).
     "hwperfd.cpc.tools": {"hwperfd.client", "structs"},
 }
 

@@ -1,7 +1,7 @@
 """The closed set of ways a counter request can fail.
 
-These are the IRIX kernel's refusals in domain terms; the ioctl layer maps
-each to its errno in one table (``hwperfd.ioctl.errno_map``).
+These are the IRIX kernel's refusals in domain terms; the IRIX personality (hwperfd.irix) maps
+each to its errno in one table (``hwperfd.irix.errno_map``).
 """
 
 

@@ -22,12 +22,12 @@ from hwperfd.counters.errors import CounterError
 from hwperfd.counters.kernel import CounterKernel, Signal, ptrace_readable
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
-from hwperfd.ioctl.calls import IoctlCall
-from hwperfd.ioctl import faults
-from hwperfd.ioctl import machine
-from hwperfd.ioctl.errno_map import errno_of
-from hwperfd.ioctl.proc import ProcIoctls
-from hwperfd.ioctl.syssgi import SyssgiIoctls
+from hwperfd.irix.calls import IoctlCall
+from hwperfd.irix import faults
+from hwperfd.irix import machine
+from hwperfd.irix.errno_map import errno_of
+from hwperfd.irix.proc import ProcIoctls
+from hwperfd.irix.syssgi import SyssgiIoctls
 from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.pctr.device import PctrDevice
@@ -431,6 +431,7 @@ class ProcFs(pyfuse3.Operations):
             return
         if handle.inode == CPC_INODE:
             self.cpc.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
+            self.changed()
         self._hold(handle, None)
         if handle.pidfd >= 0:
             os.close(handle.pidfd)
@@ -535,6 +536,7 @@ class ProcFs(pyfuse3.Operations):
         if ino == CPC_INODE:
             self._catch_up_events(None)
             reply = self.cpc(cmd, data, Caller(pid, uid, gid, fh))
+            self.changed()  # the node's page shows the bindings
             self._on_controls_changed()  # a bind may arm overflow interrupts: the tick looks again
             return reply
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)

@@ -5,7 +5,7 @@ intended for use by unprivileged programs that wish to access miscellaneous
 process information such as that provided by ps(1)"; read(2) and write(2)
 are not allowed on them and only the informational ioctls may be called.
 Any user may open one; what each ioctl answers still follows Linux's /proc
-rules (``hwperfd.ioctl.info``).
+rules (``hwperfd.irix.info``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pyfuse3
 import structs
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
-from hwperfd.ioctl.calls import IoctlCall
-from hwperfd.ioctl.errno_map import UnknownCommand
-from hwperfd.ioctl.info import PINFO_COMMANDS, InfoIoctls
+from hwperfd.irix.calls import IoctlCall
+from hwperfd.irix.errno_map import UnknownCommand
+from hwperfd.irix.info import PINFO_COMMANDS, InfoIoctls
 
 NAME = b"pinfo"
 # Far above every pid file's inode (pid + 3, pids < 2**22).

@@ -8,7 +8,7 @@
  * starts two threads.  Every thread prints "lwp N tid T" and waits; on each
  * line of stdin ("sample") every thread in turn samples its own counters
  * and prints "lwp N value V" (or "lwp N error ERRNO").  A SIGEMT a thread
- * takes is printed as "lwp N emt VALUE", the value its set read in the
+ * takes is printed as "tid T emt VALUE", the value its set read in the
  * handler, once the handler has restarted the set from its presets.
  */
 #include <errno.h>
@@ -51,7 +51,8 @@ static void emt(int sig, siginfo_t *si, void *uc)
 	if (buf != NULL && cpc_set_sample(cpc, set, buf) == 0)
 		cpc_buf_get(cpc, buf, 0, &v);
 	(void) cpc_set_restart(cpc, set);
-	say("lwp %d emt %" PRIu64 "\n", me, v);
+	/* by thread id: an inherited SIGEMT may come before the thread's first instruction */
+	say("tid %d emt %" PRIu64 "\n", _lwp_self(), v);
 	if (buf != NULL)
 		cpc_buf_destroy(cpc, buf);
 }

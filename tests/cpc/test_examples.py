@@ -121,7 +121,7 @@ class Threads:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=mount.env())  # fmt: skip
         self.tids: dict[int, int] = {}
-        self.emts: dict[int, int] = {}
+        self.emts: dict[int, int] = {}  # by thread id
         self.lines: list[str] = []
         while len(self.tids) < 3:
             self._take(self._line())
@@ -136,7 +136,7 @@ class Threads:
         words = line.split()
         if words[:1] == ["lwp"] and words[2] == "tid":
             self.tids[int(words[1])] = int(words[3])
-        elif words[:1] == ["lwp"] and words[2] == "emt":
+        elif words[:1] == ["tid"] and words[2] == "emt":
             self.emts[int(words[1])] = int(words[3])
         self.lines.append(line)
 
@@ -186,7 +186,7 @@ def test_inherited_overflow_sets_get_sigemt_at_once_reading_uint64_max(intel, cp
         deadline = time.monotonic() + 10
         while len(t.emts) < 2 and time.monotonic() < deadline:
             t._take(t._line())
-        assert t.emts == {1: U64 - 1, 2: U64 - 1}  # the new LWPs, not the binder
+        assert t.emts == {t.tids[1]: U64 - 1, t.tids[2]: U64 - 1}  # the new LWPs, not the binder
         got = t.sample()  # after the handler's restart: back at the preset
         assert got == {lwp: f"value {U64 - 1000}" for lwp in range(3)}
     finally:

@@ -307,8 +307,12 @@ def test_final_cpu_time_of_a_reaped_child() -> None:
         assert rec.comm == "tsburn"
         assert rec.exit_code == status == 5 << 8
         assert rusage.ru_utime >= 0.15
-        assert _close(rec.user_ns / 1e9, rusage.ru_utime), (rec, rusage)
-        assert rec.system_ns >= 0 and abs(rec.system_ns / 1e9 - rusage.ru_stime) <= 0.020
+        # The raw tick samples stray from the run time on a loaded machine (a
+        # tick lands on whoever runs); what the daemon takes - the run time
+        # divided as cputime_adjust divides it - is what wait4 reports.
+        user, system = rec.split()
+        assert _close(user / 1e9, rusage.ru_utime), (rec, rusage)
+        assert abs(system / 1e9 - rusage.ru_stime) <= 0.020, (rec, rusage)
 
     trio.run(main)
 

@@ -8,10 +8,10 @@ from typing import Callable
 from hwperfd.counters.errors import CounterError, InvalidRequest, NoSuchProcess
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
-from hwperfd.ioctl import marshal
-from hwperfd.ioctl.calls import IoctlCall, Target
-from hwperfd.ioctl.errno_map import PointerArgument, UnknownCommand, to_oserror
-from hwperfd.ioctl.info import InfoIoctls
+from hwperfd.irix import marshal
+from hwperfd.irix.calls import IoctlCall, Target
+from hwperfd.irix.errno_map import PointerArgument, UnknownCommand, to_oserror
+from hwperfd.irix.info import InfoIoctls
 import structs
 
 Reply = tuple[int, bytes]

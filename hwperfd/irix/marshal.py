@@ -13,7 +13,7 @@ from construct import ConstructError
 from hwperfd.counters.kernel import CounterView, Restore
 from hwperfd.counters.request import CounterRequest
 from hwperfd.host import processes
-from hwperfd.ioctl.errno_map import BadArgument
+from hwperfd.irix.errno_map import BadArgument
 import structs
 
 CNTR = structs.hwperf_cntr_t.compile()

@@ -10,9 +10,9 @@ from typing import Callable
 
 from hwperfd.counters.errors import CounterError, NotSupported
 from hwperfd.counters.kernel import CounterKernel
-from hwperfd.ioctl import marshal
-from hwperfd.ioctl.calls import IoctlCall
-from hwperfd.ioctl.errno_map import BadArgument, UnknownCommand, to_oserror
+from hwperfd.irix import marshal
+from hwperfd.irix.calls import IoctlCall
+from hwperfd.irix.errno_map import BadArgument, UnknownCommand, to_oserror
 import structs
 
 Reply = tuple[int, bytes]

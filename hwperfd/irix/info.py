@@ -18,8 +18,8 @@ from fractions import Fraction
 import structs
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
-from hwperfd.ioctl import marshal
-from hwperfd.ioctl.calls import IoctlCall
+from hwperfd.irix import marshal
+from hwperfd.irix.calls import IoctlCall
 
 Reply = tuple[int, bytes]
 

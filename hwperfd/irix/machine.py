@@ -11,7 +11,7 @@ import errno
 
 import structs
 from hwperfd.counters.kernel import CounterKernel
-from hwperfd.ioctl.calls import IoctlCall
+from hwperfd.irix.calls import IoctlCall
 
 _MACHINE = structs.hwperfd_machine_t.compile()
 
