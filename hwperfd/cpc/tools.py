@@ -722,12 +722,17 @@ class CpuStat:
                 os.close(fd)
 
     def sample(self, cpc: Cpc, eset: EventSet, fds: dict[int, int], interval: float, count: int) -> int:
+        """Rows every interval; with several -c sets, each interval counts the
+        next set (every CPU is bound to it anew), and each row and total
+        names its set."""
         if self.titles:
             line = f"{'time':>7} {'cpu':>3} {'event':>5} " + (f"{TICK:>9} " if self.dotick else "")
             print(line + eset.header, flush=True)
+        current = 0
         last = {cpu: [0] * len(eset.requests) for cpu in fds}
         last_tick: dict[int, int] = {}
-        totals = [0] * len(eset.requests)
+        totals = [[0] * len(s.requests) for s in self.sets]
+        suffix = (lambda spec: f" # {spec}\n") if len(self.sets) > 1 else (lambda spec: "\n")
         stop: list[int] = []
         signal.signal(signal.SIGINT, lambda *_: stop.append(1))
         signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -738,21 +743,36 @@ class CpuStat:
             deadline += interval
             while time.monotonic() < deadline and not stop:
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+            eset = self.sets[current]
             for cpu, fd in fds.items():
                 out = cpc.call(abi.HWPERFD_CPCIO_SAMPLE, fd, ci_target=abi.HWPERFD_CPC_CPU, ci_id=cpu)
                 values = list(out.ci_data[: len(eset.requests)])
                 period = [(v - p) % (1 << 64) for v, p in zip(values, last[cpu])]
                 last[cpu] = values
-                totals = [t + p for t, p in zip(totals, period)]
+                totals[current] = [t + p for t, p in zip(totals[current], period)]
                 hrtime = out.ci_hrtime
                 line = f"{(hrtime - self.zero) / 1e9:7.3f} {cpu:3d} {'tick':>5} "
                 if self.dotick:
                     line += f"{out.ci_tick - last_tick.get(cpu, 0):9d} "
                 last_tick[cpu] = out.ci_tick
-                print(line + "".join(f"{v:9d} " for v in period), flush=True)
+                sys.stdout.write(line + "".join(f"{v:9d} " for v in period) + suffix(eset.spec))
+            sys.stdout.flush()
             n += 1
-        line = f"{(hrtime - self.zero) / 1e9:7.3f} {len(fds):3d} {'total':>5} " + (f"{'':9s} " if self.dotick else "")
-        print(line + "".join(f"{v:9d} " for v in totals), flush=True)
+            if len(self.sets) > 1:
+                current = (current + 1) % len(self.sets)
+                nxt = self.sets[current]
+                for cpu, fd in fds.items():
+                    cpc.call(abi.HWPERFD_CPCIO_RELE, fd, ci_target=abi.HWPERFD_CPC_CPU, ci_id=cpu)
+                    cpc.call(abi.HWPERFD_CPCIO_BIND, fd, ci_target=abi.HWPERFD_CPC_CPU, ci_id=cpu,
+                             requests=nxt.requests)  # fmt: skip
+                    last[cpu], last_tick[cpu] = [0] * len(nxt.requests), 0
+        for index, each in enumerate(self.sets):
+            if len(self.sets) > 1 and index >= n:
+                break  # a set that never counted
+            line = f"{(hrtime - self.zero) / 1e9:7.3f} {len(fds):3d} {'total':>5} "
+            line += f"{'':9s} " if self.dotick else ""
+            sys.stdout.write(line + "".join(f"{v:9d} " for v in totals[index]) + suffix(each.spec))
+        sys.stdout.flush()
         return 0
 
 

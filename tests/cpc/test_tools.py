@@ -151,3 +151,16 @@ def test_cpustat_needs_privilege(sparc, nobody_python):
                           timeout=TIMEOUT)  # fmt: skip
     assert done.returncode == 1
     assert done.stderr == "cpustat: cannot access performance counters - Permission denied\n"
+
+
+def test_cpustat_counts_several_sets_in_turn(sparc):
+    stat = tool(sparc, "cpustat", "-c", "Cycle_cnt", "-c", "Instr_cnt,sys", "0.5", "2")
+    assert stat.stdout is not None
+    assert stat.stdout.readline() == "   time cpu event      pic0 \n"
+    sparc.control("advance-cpu 1 1ms 1ms")  # counted by the first set, user mode only
+    out, err = stat.communicate(timeout=TIMEOUT)
+    assert stat.returncode == 0, err
+    rows = out.splitlines()
+    assert [r.split("#")[1].strip() for r in rows] == ["Cycle_cnt"] * 2 + ["Instr_cnt,sys"] * 2 + [
+        "Cycle_cnt", "Instr_cnt,sys"]  # fmt: skip
+    assert rows[-2].split()[1:4] == ["2", "total", str(MS)]
