@@ -80,7 +80,7 @@ class UnknownCall(CpcError):
     """ENOTTY: not one of the node's ioctls."""
 
 
-# One table: the boundary (hwperfd.procfs) maps these to errnos.
+# One table: __call__ maps a refusal to the errno the reply carries.
 ERRNO: dict[type[CpcError], int] = {
     Invalid: errno.EINVAL,
     Unavailable: errno.EAGAIN,

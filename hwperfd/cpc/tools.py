@@ -550,7 +550,7 @@ class CpuTrack:
         exe = _exe(proc.pid)
         if exe is not None and exe != proc.exe:
             self.finish(proc, "exec")
-            self.note(proc.pid, 1, "exec", f"'{os.path.basename(exe)}'")
+            self.note(proc.pid, 1, "exec", f"'{os.path.basename(exe.rsplit(':', 1)[0])}'")
             proc.exe = exe
             for lwp in proc.lwps.values():
                 lwp.totals = [[0] * len(s.requests) for s in self.sets]

@@ -164,3 +164,17 @@ def test_cpustat_counts_several_sets_in_turn(sparc):
     assert [r.split("#")[1].strip() for r in rows] == ["Cycle_cnt"] * 2 + ["Instr_cnt,sys"] * 2 + [
         "Cycle_cnt", "Instr_cnt,sys"]  # fmt: skip
     assert rows[-2].split()[1:4] == ["2", "total", str(MS)]
+
+
+def test_cputrack_reports_an_exec_and_follows_it_only_with_e(sparc, tmp_path):
+    for flags, follows in ((["-e"], True), ([], False)):
+        log = tmp_path / f"track{len(flags)}.txt"
+        done = subprocess.run([sys.executable, "-m", "hwperfd.cpc.tools", "cputrack", *flags, "-o", str(log), "-T",
+                               "0.1", "-c", "Cycle_cnt", "sh", "-c", "sleep 0.3; exec sleep 0.3"],
+                              capture_output=True, text=True, env=sparc.env(), timeout=TIMEOUT)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rows = log.read_text().splitlines()
+        assert rows[0] == "   time lwp      event      pic0 "
+        execs = [r for r in rows if r.split()[2:3] == ["exec"]]
+        assert execs[-1].endswith("# 'sleep'")
+        assert (rows[-1].split()[2] == "exit") is follows
