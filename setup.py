@@ -43,5 +43,7 @@ setup(ext_modules=[
     # Not a Python module: the LD_PRELOAD shim `hwperfd-run` uses so that IRIX
     # programs opening "/proc/%05d" (and passing IRIX's pointer-carrying
     # PIOCENEVCTRSEX / PIOCGETEVCTRLEX) reach the mount unchanged.
-    Extension("hwperfd.procredirect", sources=["lib/procredirect.c"], include_dirs=["include"], libraries=["dl"]),
+    Extension(
+        "hwperfd.procredirect", sources=["lib/procredirect.c", "lib/state.c"], include_dirs=["include"], libraries=["dl"]
+    ),
 ])

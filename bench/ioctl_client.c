@@ -1,12 +1,14 @@
 /*
  * Time PIOCGETEVCTRS round trips on one file.
  *
- *     ioctl_client [-n CALLS] [-w WARMUP] [-e] PATH
+ *     ioctl_client [-n CALLS] [-w WARMUP] [-e [-s]] PATH
  *
  * PATH is the file to open; if it is a directory (an hwperfd mount), the
  * client opens PATH/%05d of its own pid.  With -e it first enables the
  * counters on that file (PIOCENEVCTRS: event 0, cycles, in user mode in
  * slot 0), so that each PIOCGETEVCTRS does real work in hwperfd.  Then
+ * With -s it then maps its state page (HWPERFD_PIOCSTATEPAGE) and times
+ * reads of its own counters from it (lib/state.c) instead of the ioctl.
  * WARMUP untimed and CALLS timed ioctls; each round trip is timed with
  * clock_gettime(CLOCK_MONOTONIC).  Output: one machine-readable line
  *
@@ -24,6 +26,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "hwperfd/state.h"
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -49,6 +53,15 @@ static unsigned long long now_ns(void)
     return (unsigned long long)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+/* One read of our own counters from the state page; -1 if it sent us to the ioctl. */
+static int read_state(struct hwperfd_state_reader *reader, hwperf_cntr_t *cnts)
+{
+    int generation;
+    if (hwperfd_state_read(reader, &generation, cnts->hwp_evctr, HWPERF_EVENTMAX) != 0)
+        return -1;
+    return generation;
+}
+
 static int enable_counters(int fd)
 {
     hwperf_profevctrarg_t args;
@@ -68,24 +81,26 @@ static int enable_counters(int fd)
 int main(int argc, char **argv)
 {
     long calls = 20000, warmup = -1, i;
-    int enable = 0, opt, fd, gen = 0;
+    int enable = 0, state = 0, opt, fd, gen = 0;
+    struct hwperfd_state_reader reader;
     char path[4096];
     struct stat st;
     hwperf_cntr_t cnts;
     unsigned long long *t, sum = 0;
 
-    while ((opt = getopt(argc, argv, "n:w:e")) != -1) {
+    while ((opt = getopt(argc, argv, "n:w:es")) != -1) {
         switch (opt) {
         case 'n': calls = atol(optarg); break;
         case 'w': warmup = atol(optarg); break;
         case 'e': enable = 1; break;
+        case 's': state = 1; break;
         default:
-            fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-e] PATH\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-e [-s]] PATH\n", argv[0]);
             return 2;
         }
     }
-    if (optind != argc - 1 || calls < 1) {
-        fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-e] PATH\n", argv[0]);
+    if (optind != argc - 1 || calls < 1 || (state && !enable)) {
+        fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-e [-s]] PATH\n", argv[0]);
         return 2;
     }
     if (warmup < 0)
@@ -102,13 +117,17 @@ int main(int argc, char **argv)
     }
     if (enable && (gen = enable_counters(fd)) < 0)
         return 1;
+    if (state && hwperfd_state_open(fd, &reader) != 0) {
+        perror("HWPERFD_PIOCSTATEPAGE");
+        return 1;
+    }
     t = malloc(sizeof *t * calls);
     if (t == NULL) {
         perror("malloc");
         return 1;
     }
     for (i = 0; i < warmup; i++) {
-        int r = ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
+        int r = state ? read_state(&reader, &cnts) : ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
         if (r < 0 || (enable && r != gen)) {
             fprintf(stderr, "warm-up PIOCGETEVCTRS: returned %d (generation %d): %s\n", r, gen,
                     r < 0 ? strerror(errno) : "generation changed");
@@ -117,21 +136,21 @@ int main(int argc, char **argv)
     }
     for (i = 0; i < calls; i++) {
         unsigned long long t0 = now_ns();
-        int r = ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
+        int r = state ? read_state(&reader, &cnts) : ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
         t[i] = now_ns() - t0;
         if (r < 0) {
-            perror("PIOCGETEVCTRS");
+            perror(state ? "state page" : "PIOCGETEVCTRS");
             return 1;
         }
         sum += t[i];
     }
     qsort(t, calls, sizeof *t, cmp_u64);
-    printf("RESULT calls=%ld median_us=%.2f p90_us=%.2f p99_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f\n",
+    printf("RESULT calls=%ld median_us=%.3f p90_us=%.3f p99_us=%.3f mean_us=%.3f min_us=%.3f max_us=%.3f\n",
            calls, pct_us(t, calls, 50), pct_us(t, calls, 90), pct_us(t, calls, 99),
            sum / 1000.0 / calls, t[0] / 1000.0, t[calls - 1] / 1000.0);
-    printf("%s: %ld PIOCGETEVCTRS round trips: median %.1f us, p90 %.1f us, p99 %.1f us"
+    printf("%s: %ld %s: median %.3f us, p90 %.3f us, p99 %.3f us"
            " (slot 0 count %llu)\n",
-           path, calls, pct_us(t, calls, 50), pct_us(t, calls, 90), pct_us(t, calls, 99),
+           path, calls, state ? "reads from the state page" : "PIOCGETEVCTRS round trips", pct_us(t, calls, 50), pct_us(t, calls, 90), pct_us(t, calls, 99),
            (unsigned long long)cnts.hwp_evctr[0]);
     close(fd);
     free(t);

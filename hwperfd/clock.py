@@ -90,6 +90,7 @@ class RealClock:
         self._cpus = cpus
         self._final: OrderedDict[int, CpuTimes] = OrderedDict()
         self._ticks: dict[int, tuple[int, tuple[int, int]]] = {}  # pid -> (read at, (utime, stime))
+        self._held: set[int] = set()  # pids with a state page: their ratio moves only in refresh_split
 
     def process_times(self, pid: int) -> CpuTimes | None:
         """Exact total now (one clock_gettime), split user/system in the ratio
@@ -100,7 +101,7 @@ class RealClock:
             return self._exited_times(pid)
         now = time.monotonic_ns()
         cached = self._ticks.get(pid)
-        if cached is None or now - cached[0] >= processes.TICK_NS:
+        if cached is None or (now - cached[0] >= processes.TICK_NS and pid not in self._held):
             ticks = processes.read_cpu_ticks(pid)
             if ticks is None:
                 return None
@@ -167,6 +168,40 @@ class RealClock:
     def forget(self, pid: int) -> None:
         self._final.pop(pid, None)
         self._ticks.pop(pid, None)
+        self._held.discard(pid)
 
     def forget_thread(self, tid: int) -> None:
         """Nothing is kept per thread."""
+
+    def hold_split(self, pid: int, held: bool) -> None:
+        """A process that reads its own counts from a state page splits its
+        CPU time in the ratio the page shows; the daemon must split in the
+        same one until it writes the page again (``refresh_split``), or a read
+        through it could fall below a read from the page a moment earlier."""
+        if held:
+            self._held.add(pid)
+        else:
+            self._held.discard(pid)
+
+    def refresh_split(self, pid: int) -> tuple[int, int] | None:
+        """Take stat's ratio anew, if the one held is a tick old (after
+        counting the time so far in it); returns the (utime, stime) ticks
+        now used for ``pid``."""
+        if pid in self._final:
+            return None
+        now = time.monotonic_ns()
+        cached = self._ticks.get(pid)
+        if cached is None or now - cached[0] >= processes.TICK_NS:
+            ticks = processes.read_cpu_ticks(pid)
+            if ticks is not None:
+                self._ticks[pid] = (now, ticks)
+        return self.split_of(pid)
+
+    def split_due(self, pid: int) -> bool:
+        """The ratio held for ``pid`` is a tick old (or there is none yet)."""
+        cached = self._ticks.get(pid)
+        return cached is None or time.monotonic_ns() - cached[0] >= processes.TICK_NS
+
+    def split_of(self, pid: int) -> tuple[int, int] | None:
+        cached = self._ticks.get(pid)
+        return None if cached is None else cached[1]

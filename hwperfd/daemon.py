@@ -56,6 +56,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="receive buffer of each process-event stream (default 32 MiB; small ones lose events, "
         "which a rescan recovers: for tests)",
     )  # fmt: skip
+    parser.add_argument(
+        "--state-dir", default="/run/hwperfd-state", metavar="DIR",
+        help="root's directory for the state pages processes read their own counters from "
+        "(default: /run/hwperfd-state; '' turns them off)",
+    )
+    parser.add_argument(
+        "--state-pages", type=int, default=256, metavar="N", help="state pages one user may have at once (default: 256)"
+    )
     parser.add_argument("--debug", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     if args.list_cpus:

@@ -34,6 +34,7 @@ from hwperfd.cpu.pmu import CpuSet
 from hwperfd.daemon import SetupError, notify
 from hwperfd.host import procevents, processes, taskstats
 from hwperfd.procfs.fs import ProcFs
+from hwperfd.procfs.statepages import DEFAULT_DIR, DEFAULT_PER_USER, StatePages
 from hwperfd.signals import SignalSender
 
 log = logging.getLogger("hwperfd")
@@ -44,6 +45,7 @@ ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 MAX_ZOMBIE_INTERVAL = 1.0
 SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
 LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
+PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (real clock)
 
 
 async def resilient(task: Callable[[], Awaitable[None]]) -> None:
@@ -93,6 +95,14 @@ class Daemon:
             on_controls_changed=self._wake_tick,
             status=self._status,
         )
+        self.fs.state_pages = StatePages.create(
+            self.kernel,
+            self.clock,
+            getattr(args, "state_dir", DEFAULT_DIR),
+            mount,
+            getattr(args, "state_pages", DEFAULT_PER_USER),
+            must_ask=lambda pid: self.fs.faults.armed(pid, "PIOCGETEVCTRS"),
+        )
 
     @staticmethod
     def _is_running(pid: int) -> bool:
@@ -115,6 +125,8 @@ class Daemon:
         """The kernel let a process's state go: so does everything else kept for it."""
         self.signals.forget(pid)
         self.fs.faults.forget(pid)
+        if self.fs.state_pages is not None:
+            self.fs.state_pages.retire(pid)
 
     def _time_moved(self, pid: int) -> None:
         # Under the manual clock, overflow signals follow the advance at once.
@@ -134,6 +146,8 @@ class Daemon:
             nursery.start_soon(resilient, self._follow_processes)
             if isinstance(self.clock, RealClock):
                 nursery.start_soon(resilient, self._tick)
+                if self.fs.state_pages is not None:
+                    nursery.start_soon(resilient, self._refresh_pages)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 log.info(
                     "mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name
@@ -172,6 +186,16 @@ class Daemon:
             for ctx in contexts:
                 self.threads.catch_up(ctx)
             await trio.sleep(SIGNAL_TICK)
+
+    async def _refresh_pages(self) -> None:
+        """State pages follow stat's user:system ratio at this pace."""
+        pages = self.fs.state_pages
+        assert pages is not None
+        while True:
+            await trio.sleep(PAGE_REFRESH)
+            if len(pages):
+                self._catch_up_events()
+                pages.refresh()
 
     async def _reap_zombies(self) -> None:
         """Fold zombies their parents have reaped: soon after the exit, then
@@ -267,6 +291,8 @@ class Daemon:
             changed |= self.lifecycle.settle(pid)
         if changed:
             self.fs.changed()
+            if self.fs.state_pages is not None:
+                self.fs.state_pages.publish()
 
     def _exit_events(self) -> list[Event]:
         if self.accounting is None:
@@ -302,4 +328,6 @@ def serve(args, mount: str) -> int:
     finally:
         pyfuse3.close(unmount=True)
         bridge.install(None)
+        if daemon.fs.state_pages is not None:
+            daemon.fs.state_pages.close()
     return 0

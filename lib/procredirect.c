@@ -13,6 +13,10 @@
  * and PIOCGETEVCTRLEX, on files of a FUSE mount: a FUSE server sees only the
  * argument's bytes, so the structs they point to are copied inline into
  * hwperfd's HWPERFD_ forms (and back out) here, in the caller's process.
+ *
+ * And a process's PIOCGETEVCTRS on its own file is answered from its state
+ * page (include/hwperfd/state.h, lib/state.c), without a request to the
+ * daemon, once an enable on that file has mapped the page.
  * Built with -I include: <sys/procfs.h> is hwperfd's.
  */
 #define _GNU_SOURCE
@@ -25,10 +29,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/procfs.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+
+#include "hwperfd/state.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
@@ -219,11 +226,65 @@ static int getevctrlex(ioctl_fn real, int fd, const hwperf_getctrlex_arg_t *user
     return rc;
 }
 
+/* -- PIOCGETEVCTRS from the state page ------------------------------------- */
+
+/* The process's own file, as of the enable that mapped its page (one: a
+ * process counts itself through one file). */
+static struct {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    struct hwperfd_state_reader reader;
+} own = {-1, 0, 0, {NULL, 0, {0, 0}, {0, 0}}};
+
+static void forget_page(void)
+{
+    hwperfd_state_close(&own.reader);
+    own.fd = -1;
+}
+
+/* After counting started on `fd`: map the page if the file is our own (the
+ * daemon answers HWPERFD_PIOCSTATEPAGE to the process itself only). */
+static void map_page(int fd)
+{
+    struct stat st;
+
+    forget_page();
+    if (fstat(fd, &st) != 0 || hwperfd_state_open(fd, &own.reader) != 0)
+        return;
+    own.fd = fd;
+    own.dev = st.st_dev;
+    own.ino = st.st_ino;
+}
+
+static int read_from_page(ioctl_fn real, int fd, hwperf_cntr_t *user)
+{
+    hwperf_cntr_t counts;
+    struct stat st;
+    int gen;
+
+    /* The descriptor may have been closed and its number taken by another file. */
+    if (fstat(fd, &st) != 0 || st.st_dev != own.dev || st.st_ino != own.ino) {
+        forget_page();
+        return real(fd, PIOCGETEVCTRS, user);
+    }
+    if (hwperfd_state_read(&own.reader, &gen, counts.hwp_evctr, HWPERF_EVENTMAX) != 0) {
+        hwperfd_state_before_ioctl(&own.reader);
+        return real(fd, PIOCGETEVCTRS, user);
+    }
+    if (user == NULL || COPY_OUT(user, &counts) != 0) {
+        errno = EFAULT;
+        return -1;
+    }
+    return gen;
+}
+
 int ioctl(int fd, unsigned long request, ...)
 {
     static ioctl_fn real;
     va_list ap;
     void *arg;
+    int rc;
 
     /* Like glibc's own wrapper: the one argument, whatever its type. */
     va_start(ap, request);
@@ -231,9 +292,22 @@ int ioctl(int fd, unsigned long request, ...)
     va_end(ap);
     if (!real)
         real = (ioctl_fn)dlsym(RTLD_NEXT, "ioctl");
+    if (request == (unsigned long)PIOCGETEVCTRS && fd == own.fd && own.reader.page != NULL)
+        return read_from_page(real, fd, arg);
     if (request == (unsigned long)PIOCENEVCTRSEX && on_fuse(fd))
-        return enevctrsex(real, fd, arg);
-    if (request == (unsigned long)PIOCGETEVCTRLEX && on_fuse(fd))
+        rc = enevctrsex(real, fd, arg);
+    else if (request == (unsigned long)PIOCGETEVCTRLEX && on_fuse(fd))
         return getevctrlex(real, fd, arg);
-    return real(fd, request, arg);
+    else
+        rc = real(fd, request, arg);
+    if (rc >= 0 && (request == (unsigned long)PIOCENEVCTRS || request == (unsigned long)PIOCSETEVCTRL
+                    || request == (unsigned long)PIOCENEVCTRSEX || request == (unsigned long)HWPERFD_PIOCENEVCTRSEX)
+        && on_fuse(fd)) {
+        int saved = errno;
+        map_page(fd);
+        errno = saved;
+    } else if (request == (unsigned long)PIOCRELEVCTRS && fd == own.fd) {
+        forget_page();
+    }
+    return rc;
 }

@@ -12,3 +12,4 @@ from structs.prinfo import *  # noqa: F401,F403
 from structs.machine import *  # noqa: F401,F403
 # Star imports carry no underscore names; the _IO* encoders are part of the ABI too.
 from structs.procfs import _IO, _IOC, _IOC_NONE, _IOC_READ, _IOC_WRITE, _IOR, _IOW, _IOWR  # noqa: F401
+from structs.state import *  # noqa: F401,F403

@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Protocol
 from hwperfd.counters.block import ControlBlock
 from hwperfd.counters.errors import CounterError, CountersBusy, InvalidRequest, NotInUse, NotPermitted, NoSuchProcess
 from hwperfd.counters.request import SLOTS, CounterRequest
+from hwperfd.counters.snapshot import Snapshot, rates
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 
@@ -385,6 +386,26 @@ class CounterKernel:
             block.enabled_ns,
             self.profile(pid).name,
         )
+
+    def snapshot(self, pid: int) -> Snapshot | None:
+        """``pid``'s user-mode counters as a state page shows them (None:
+        nothing kept for it); ``hwperfd.counters.snapshot`` says when a
+        reader must ask the daemon instead."""
+        record = self._procs.get(pid)
+        if record is None or self._owns_system(pid):
+            return None
+        slots = rates(self.cpus[record.cpu], record.block, self.profile(pid))
+        request = record.block.request
+        fallback = (
+            slots is None
+            or record.state is not State.ENABLED
+            or record.exited
+            or record.lossy
+            or bool(record.save_children)
+            or bool(request.signal and any(request.thresholds))
+        )
+        counts = slots or tuple((count, 0, 0, 0, 0) for count in record.block.counts)
+        return Snapshot(record.generation, record.seen, counts, fallback)
 
     # -- profiles ------------------------------------------------------------
 

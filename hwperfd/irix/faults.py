@@ -92,6 +92,12 @@ class FaultPlan:
                     self._faults.remove(fault)
             raise OSError(fault.code, f"failed on purpose ({fault.describe()})")
 
+    def armed(self, target: int, call: str) -> bool:
+        """Some fault would fall on ``call`` (a name in CALLS) on ``target``:
+        a state page then sends its process's reads to the daemon, so that
+        the fault reaches it."""
+        return any(f.target in (ANY, target) and f.call in (ANY, call) for f in self._faults)
+
     def pids(self) -> set[int]:
         return {f.target for f in self._faults if isinstance(f.target, int)}
 

@@ -32,10 +32,11 @@ from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.pctr.device import PctrDevice
 from hwperfd.cpc.device import Caller, CpcDevice
-from hwperfd.procfs import commands, pinfo
+from hwperfd.procfs import commands, pinfo, statepages
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.listing import Listing
 from hwperfd.procfs.summary import control_summary, process_summary
+import structs
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ class ProcFs(pyfuse3.Operations):
         self._next_fh = 1
         self._started = time.time_ns()
         self._pinfo = pinfo.PinfoFiles(kernel, self._started)
+        self.state_pages: statepages.StatePages | None = None  # the service's, if on
         self.listing = Listing(
             lambda pid: pyfuse3.invalidate_entry_async(pyfuse3.ROOT_INODE, pid_name(pid), ignore_enoent=True)
         )
@@ -415,7 +417,33 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EINVAL) from None
         except CounterError as exc:
             raise pyfuse3.FUSEError(errno_of(exc)) from None
+        finally:
+            self._pages_changed(None if inode == CONTROL_INODE else handle.pid)
         return len(buf)
+
+    # -- state pages (README, Self-monitoring) ----------------------------------
+
+    def _pages_changed(self, pid: int | None) -> None:
+        """A request may have changed what ``pid``'s state page (every page: None) shows."""
+        if self.state_pages is not None and (pid is None or pid in self.state_pages):
+            self.state_pages.publish(pid)
+
+    def _state_page(self, handle: Handle, call: IoctlCall, gone: bool) -> tuple[int, bytes]:
+        """HWPERFD_PIOCSTATEPAGE: the path of the page the process itself
+        maps; only the process (any of its threads) may ask, as its owner."""
+        if self.state_pages is None:
+            raise OSError(errno.EOPNOTSUPP, "state pages are off (--state-dir)")
+        if gone:
+            raise OSError(errno.ESRCH, f"pid {handle.pid} is gone")
+        if statepages.tgid_of(call.pid) != handle.pid:
+            raise OSError(errno.EPERM, f"pid {call.pid} asked for the state page of pid {handle.pid}")
+        info = processes.read_process(handle.pid)
+        if info is None or (handle.start and info.start != handle.start):
+            raise OSError(errno.ESRCH, f"pid {handle.pid} is gone")
+        if call.uid != 0 and not ptrace_readable(call.uid, call.gid, info):
+            raise OSError(errno.EPERM, f"uid {call.uid} may not read pid {handle.pid}")
+        path = self.state_pages.grant(handle.pid, handle.start or info.start, call.uid)
+        return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
 
     async def flush(self, fh):
         # Nothing to flush, and answering ENOSYS makes the kernel stop sending
@@ -548,6 +576,7 @@ class ProcFs(pyfuse3.Operations):
             self._catch_up_events(None)
             self.faults.check(faults.CONTROL, cmd)
             reply = self._syssgi_ioctls(call)
+            self._pages_changed(None)
         elif ino >= _PID_BASE:
             handle = self._handles.get(fh)
             if handle is None or handle.inode != ino:
@@ -555,7 +584,12 @@ class ProcFs(pyfuse3.Operations):
             self._catch_up_events(handle.pid)
             self.faults.check(handle.pid, cmd)
             gone = not processes.pidfd_alive(handle.pidfd)
-            reply = self._proc_ioctls(handle.pid, call, handle.start, gone=gone)
+            if cmd == structs.HWPERFD_PIOCSTATEPAGE:
+                reply = self._state_page(handle, call, gone)
+            else:
+                reply = self._proc_ioctls(handle.pid, call, handle.start, gone=gone)
+            if data or cmd in (structs.PIOCRELEVCTRS, structs.PIOCSAVECCNTRS):
+                self._pages_changed(handle.pid)  # reads leave a page as exact as it was
         elif ino == pyfuse3.ROOT_INODE:
             reply = machine.root_ioctl(self.kernel, call)  # any user may ask
         else:

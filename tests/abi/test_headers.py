@@ -17,6 +17,7 @@ from construct import Renamed, Struct
 from hwperfd.cpu.events import CPU_EVENTS
 from structs import hwperftypes as T
 from structs import procfs as P
+from structs import state as S
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "include"
@@ -40,6 +41,9 @@ STRUCTS = {
     "cpu_mon_t": T.cpu_mon_t,
     "hwperf_prusage_t": T.hwperf_prusage_t,
     "hwperf_cpucntrs_arg_t": P.hwperf_cpucntrs_arg_t,
+    "hwperfd_state_t": S.hwperfd_state_t,
+    "hwperfd_state_slot_t": S.hwperfd_state_slot_t,
+    "hwperfd_statepage_t": S.hwperfd_statepage_t,
 }
 
 SPEC_CASES = [
@@ -103,6 +107,7 @@ def expected_macros():
     macros = {}
     macros.update(int_constants(T, ("HWPERF_",)))
     macros.update(int_constants(P, ("PIOC", "HWPERFD_PIOC", "HWIOC_", "HWPERF_", "SGI_")))
+    macros.update(int_constants(S, ("HWPERFD_",)))
     for table in CPU_EVENTS.values():
         for event in table.events:
             counter = table.counters_for(event.number)[0]
@@ -139,6 +144,7 @@ def probe_source():
         "#include <sys/procfs.h>",
         "#include <sys/syssgi.h>",
         "#include <sys/hwperfmacros.h>",
+        "#include <hwperfd/state.h>",
         "",
         "int main(void)",
         "{",

@@ -24,8 +24,10 @@ def test_listing_shows_owners_and_open_checks_the_owner_afresh(manual_mount, nob
     try:
         assert child.stdout.readline() == "nobody\n"
         name = f"{child.pid:05d}"
-        listed = {e.name: e.stat() for e in os.scandir(manual_mount.path)}
-        assert (listed[name].st_uid, listed[name].st_gid) == (65534, 0)
+        # Other processes come and go while we list: stat only the one we watch.
+        [entry] = [e for e in os.scandir(manual_mount.path) if e.name == name]
+        listed = entry.stat()
+        assert (listed.st_uid, listed.st_gid) == (65534, 0)
         child.stdin.write("\n")
         child.stdin.flush()
         assert child.stdout.readline() == "root\n"

@@ -1,0 +1,114 @@
+"""A counting context as a snapshot a reader can extrapolate exactly.
+
+A slot on a hardware counter of its own counts, over a burst of ``u`` ns of
+user and ``s`` ns of system time, floor(residue + u * per_user + s *
+per_system) events, the fraction carried (``hwperfd.cpu.pmu.Cpu.run``): the
+rates depend on the event, the profile, the clock rate and the modes the
+control word enables, not on the burst.  So the count at any later CPU time
+is the snapshot's count plus floor(residue + du * per_user + ds * per_system),
+whatever bursts the daemon cuts the time into - which is what lets a process
+compute its own counts without asking the daemon (README, Self-monitoring).
+
+What the formula cannot reproduce is marked ``fallback``: multiplexed slots
+(the rotation moves at tick boundaries), overflow signals (the daemon must
+see the overflow to send them), counters not counting, and anything that
+adds counts at a read (children folded in, time credited after lost events).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from math import lcm
+
+from hwperfd.counters.block import ControlBlock
+from hwperfd.counters.request import SLOTS
+from hwperfd.cpu.pmu import COUNTERS_PER_CPU, MODE_EXL, MODE_K, MODE_U, Cpu
+from hwperfd.cpu.profiles import WorkloadProfile
+
+U64 = 1 << 64
+
+
+#: One slot: (count at the snapshot, residue, per_user, per_system, den), the
+#: last four as numerators over ``den``; ``den`` 0: the slot does not move.
+SlotRate = tuple[int, int, int, int, int]
+
+
+def slot_at(slot: SlotRate, du: int, ds: int) -> int:
+    count, residue, per_user, per_system, den = slot
+    if not den:
+        return count
+    return count + (residue + du * per_user + ds * per_system) // den
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    generation: int
+    seen: tuple[int, int]  # (user_ns, system_ns) the counts are as of
+    slots: tuple[SlotRate, ...]
+    fallback: bool
+
+
+@lru_cache(maxsize=1024)
+def _per_ns(mhz: Fraction, rate: Fraction, exl_share: Fraction, mode: int) -> tuple[Fraction, Fraction]:
+    """Events per ns of user and of system time (``Cpu.run``: events =
+    residue + ns * mhz / 1000 * weight / per * rate, where weight / per =
+    (u * b [U] + s * ((b - a) [K] + a [EXL])) / (total * b), a / b the EXL share)."""
+    a, b = exl_share.numerator, exl_share.denominator
+    base = mhz / 1000 * rate / b
+    user = base * (b if mode & MODE_U else 0)
+    system = base * ((b - a if mode & MODE_K else 0) + (a if mode & MODE_EXL else 0))
+    return user, system
+
+
+def rates(cpu: Cpu, block: ControlBlock, profile: WorkloadProfile) -> tuple[SlotRate, ...] | None:
+    """Each slot's count and rates; None if a hardware counter multiplexes
+    (the shares change at tick boundaries) or a number does not fit 64 bits."""
+    request = block.request
+    out: list[SlotRate] = [(count, 0, 0, 0, 0) for count in block.counts]
+    for counter in range(COUNTERS_PER_CPU):
+        slots = request.on_counter(counter)
+        if len(slots) > 1:
+            return None
+        if not slots:
+            continue
+        slot = slots[0]
+        control = request.controls[slot]
+        event = cpu.type.events.on_counter(counter, control.event)
+        if event is None:
+            continue
+        user, system = _per_ns(cpu.mhz, profile.rate(event.kind), profile.exl_share, control.mode)
+        if not user and not system:
+            continue
+        residue = Fraction(block._saved[slot].residue)
+        den = lcm(user.denominator, system.denominator, residue.denominator)
+        numbers = (
+            residue.numerator * (den // residue.denominator),
+            user.numerator * (den // user.denominator),
+            system.numerator * (den // system.denominator),
+        )
+        if den >= U64 or any(n >= U64 for n in numbers) or block.counts[slot] >= U64:
+            return None
+        out[slot] = (block.counts[slot], *numbers, den)
+    assert len(out) == SLOTS
+    return tuple(out)
+
+
+def split(total: int, ticks: tuple[int, int], tick_ns: int) -> tuple[int, int]:
+    """``hwperfd.host.processes``' split of a CPU clock reading: the total,
+    at least the ticks' worth, divided in the ticks' user:system ratio."""
+    utime, stime = ticks
+    count = utime + stime
+    total = max(total, count * tick_ns)
+    if count == 0:
+        return total, 0
+    system = total * stime // count
+    return total - system, system
+
+
+def extrapolate(snapshot: Snapshot, now: tuple[int, int]) -> tuple[int, ...]:
+    """Every slot's count at CPU times ``now``, as the daemon's catch-up would give."""
+    du = max(0, now[0] - snapshot.seen[0])
+    ds = max(0, now[1] - snapshot.seen[1])
+    return tuple(slot_at(slot, du, ds) for slot in snapshot.slots)

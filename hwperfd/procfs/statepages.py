@@ -1,0 +1,314 @@
+"""State pages: each counting process's counters in a file it maps read-only,
+so that it reads them without a FUSE round trip (README, Self-monitoring).
+
+Where they live: a root-owned directory of mode 0711 (nobody else may list
+it or create anything in it), and in it one directory per mount.  A page is
+a file named by 128 random bits, root's, mode 0400, with a POSIX ACL entry
+that lets the process's user read it: only that user (and root) may open
+it, only one who was told the name can find it, and nobody but the daemon
+may write, chmod or grow it (a file the user owned could be made writable
+and filled).  Setting an ACL on one's own file needs no capability, where
+giving the file away would need CAP_CHOWN.  The name is told only to the
+process itself, through ``HWPERFD_PIOCSTATEPAGE`` on its own file.
+
+Bounds: one page per process, at most ``per_user`` pages per user (EAGAIN
+past it); a page goes when its process's counters are released or the
+process's state goes (exit, a pid taken again, revocation), and all of them
+when the daemon stops.  A page going is marked dead before it is unlinked,
+so a reader that still has it mapped turns to the ioctl.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import mmap
+import os
+import secrets
+import stat
+import struct
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import structs
+from hwperfd.counters.kernel import CounterKernel
+from hwperfd.counters.snapshot import Snapshot
+from hwperfd.host import processes
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DIR = "/run/hwperfd-state"
+DEFAULT_PER_USER = 256
+
+# hwperfd_state_t packed by hand: construct takes a millisecond for 64 slots,
+# and a page is written after every request on its process.
+_HEADER = struct.Struct("<IHHIIIiQQQQQi60x")
+_SLOTS = struct.Struct(f"<{5 * structs.HWPERFD_STATE_SLOTS}Q")
+assert _HEADER.size + _SLOTS.size == structs.hwperfd_state_t.sizeof()
+_SEQ_OFFSET = 8  # hs_seq: odd while the page is written
+_BODY_OFFSET = 12  # hs_flags onwards
+_SIZE = structs.HWPERFD_STATE_SIZE
+
+
+@dataclass
+class _Page:
+    pid: int
+    start: int
+    uid: int
+    path: str
+    fd: int
+    map: mmap.mmap
+    seq: int = 0
+    cpu_total: int = -1  # the process's CPU clock when last written (real clock)
+
+
+# acl_ea_header and acl_ea_entry (linux/posix_acl_xattr.h): version 2, then
+# (tag, perm, id) entries in tag order.
+_ACL_USER_OBJ, _ACL_USER, _ACL_GROUP_OBJ, _ACL_MASK, _ACL_OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+_ACL_READ = 4
+_ACL_NO_ID = 0xFFFFFFFF
+
+
+def _read_only_for(uid: int) -> bytes:
+    """An access ACL: the owner (root) and ``uid`` read, nobody else anything."""
+    entries = (
+        (_ACL_USER_OBJ, _ACL_READ, _ACL_NO_ID),
+        (_ACL_USER, _ACL_READ, uid),
+        (_ACL_GROUP_OBJ, 0, _ACL_NO_ID),
+        (_ACL_MASK, _ACL_READ, _ACL_NO_ID),
+        (_ACL_OTHER, 0, _ACL_NO_ID),
+    )
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries)
+
+
+def _prepare(path: str) -> None:
+    """A directory of root's that only root may list or write (0711)."""
+    try:
+        os.mkdir(path, 0o711)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0:
+        raise OSError(errno.EPERM, f"{path} is not a directory of root's")
+    os.chmod(path, 0o711, follow_symlinks=False)
+
+
+class StatePages:
+    def __init__(
+        self,
+        kernel: CounterKernel,
+        clock: object,
+        root: str,
+        mount: str,
+        per_user: int,
+        must_ask: Callable[[int], bool] = lambda pid: False,
+    ) -> None:
+        self.kernel = kernel
+        self.clock = clock
+        self.per_user = per_user
+        self._must_ask = must_ask  # reads of this pid must reach the daemon (an armed fault)
+        self._pages: dict[int, _Page] = {}
+        self._per_user: Counter[int] = Counter()
+        _prepare(root)
+        self.dir = os.path.join(root, hashlib.sha256(os.path.realpath(mount).encode()).hexdigest()[:16])
+        _prepare(self.dir)
+        for name in os.listdir(self.dir):  # a crashed daemon's pages
+            os.unlink(os.path.join(self.dir, name))
+        self._real = getattr(clock, "name", "") == "real"
+        self._clock_kind = structs.HWPERFD_STATE_CLOCK_PROCESS if self._real else structs.HWPERFD_STATE_CLOCK_MANUAL
+
+    @classmethod
+    def create(
+        cls,
+        kernel: CounterKernel,
+        clock: object,
+        root: str,
+        mount: str,
+        per_user: int,
+        must_ask: Callable[[int], bool] = lambda pid: False,
+    ) -> StatePages | None:
+        """None (the fast path is off; reads go through the ioctl) if the
+        directory cannot be made root's own."""
+        if not root:
+            return None
+        try:
+            return cls(kernel, clock, root, mount, per_user, must_ask)
+        except OSError as exc:
+            log.info("state pages off: %s: %s", root, exc.strerror or exc)
+            return None
+
+    # -- the ioctl ---------------------------------------------------------------
+
+    def grant(self, pid: int, start: int, uid: int) -> str:
+        """The path of ``pid``'s page, made if need be and owned by ``uid``
+        (the caller, who has been checked to be the process itself)."""
+        page = self._pages.get(pid)
+        if page is not None and page.start != start:
+            self.retire(pid)
+            page = None
+        if page is None:
+            if self.kernel.snapshot(pid) is None or not self._counting(pid):
+                raise OSError(errno.EINVAL, f"pid {pid} is not counting")
+            if self._per_user[uid] >= self.per_user:
+                raise OSError(errno.EAGAIN, f"uid {uid} has {self.per_user} state pages")
+            page = self._make(pid, start, uid)
+        self.publish(pid)
+        return page.path
+
+    def _counting(self, pid: int) -> bool:
+        return self.kernel.is_counting(pid)
+
+    def _make(self, pid: int, start: int, uid: int) -> _Page:
+        path = os.path.join(self.dir, secrets.token_hex(16))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+        try:
+            os.ftruncate(fd, _SIZE)
+            if uid != 0:
+                os.setxattr(fd, "system.posix_acl_access", _read_only_for(uid))
+            mapped = mmap.mmap(fd, _SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        page = _Page(pid, start, uid, path, fd, mapped)
+        self._pages[pid] = page
+        self._per_user[uid] += 1
+        if self._real:
+            self.clock.hold_split(pid, True)  # type: ignore[attr-defined]
+        return page
+
+    # -- keeping pages current ---------------------------------------------------
+
+    def __contains__(self, pid: int) -> bool:
+        return pid in self._pages
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def publish(self, pid: int | None = None) -> None:
+        """Write ``pid``'s page (every page if None) from the kernel's state."""
+        for each in list(self._pages) if pid is None else [pid]:
+            if each in self._pages:
+                self._publish(self._pages[each])
+
+    def refresh(self) -> None:
+        """The real clock's pace: pages of processes that used CPU time since
+        last written take stat's user:system ratio anew."""
+        for page in list(self._pages.values()):
+            total = processes.read_cpu_total(page.pid)
+            if total is not None and total != page.cpu_total:
+                self._publish(page)
+
+    def _publish(self, page: _Page) -> None:
+        pid = page.pid
+        identity = self.kernel.identity(pid)
+        if identity is None or (identity[0] and page.start and identity[0] != page.start):
+            self.retire(pid)
+            return
+        # Readers wait from before the catch-up reads the process's clock: one
+        # that read the old page and then its clock read it before that.
+        self._begin(page)
+        data = None
+        try:
+            ticks = (0, 0)
+            if not self._real:
+                self.kernel.catch_up([pid])  # the page shows the count itself
+            else:
+                if self.clock.split_due(pid):  # type: ignore[attr-defined]
+                    # The time so far is counted in the ratio the page showed;
+                    # the next stretch in stat's ratio now (RealClock.hold_split).
+                    self.kernel.catch_up([pid])
+                    page.cpu_total = processes.read_cpu_total(pid) or page.cpu_total
+                    self.clock.refresh_split(pid)  # type: ignore[attr-defined]
+                ticks = self.clock.split_of(pid) or (0, 0)  # type: ignore[attr-defined]
+            snapshot = self.kernel.snapshot(pid)
+            if snapshot is not None and self._counting(pid):
+                data = self._contents(page, snapshot, ticks)
+        finally:
+            self._end(page, data)
+        if data is None:
+            self.retire(pid)
+
+    def _contents(self, page: _Page, snapshot: Snapshot, ticks: tuple[int, int]) -> bytes:
+        fallback = snapshot.fallback or self._must_ask(page.pid)
+        flags = structs.HWPERFD_STATE_FALLBACK if fallback else 0
+        numbers = [n for slot in snapshot.slots for n in slot]
+        numbers += [0] * (_SLOTS.size // 8 - len(numbers))
+        return _HEADER.pack(
+            structs.HWPERFD_STATE_MAGIC,
+            structs.HWPERFD_STATE_VERSION,
+            len(snapshot.slots),
+            0,
+            flags,
+            self._clock_kind,
+            snapshot.generation,
+            snapshot.seen[0],
+            snapshot.seen[1],
+            ticks[0],
+            ticks[1],
+            processes.TICK_NS,
+            page.pid,
+        ) + _SLOTS.pack(*numbers)
+
+    # The sequence counter: odd while the page is written.
+
+    @staticmethod
+    def _begin(page: _Page) -> None:
+        page.seq += 1
+        page.map[_SEQ_OFFSET : _SEQ_OFFSET + 4] = (page.seq & 0xFFFFFFFF).to_bytes(4, "little")
+
+    @staticmethod
+    def _end(page: _Page, data: bytes | None) -> None:
+        """New contents (None: as they were), and the counter even again."""
+        if data is not None:
+            if page.seq == 1:
+                page.map[0:_SEQ_OFFSET] = data[0:_SEQ_OFFSET]
+            page.map[_BODY_OFFSET : len(data)] = data[_BODY_OFFSET:]
+        page.seq += 1
+        page.map[_SEQ_OFFSET : _SEQ_OFFSET + 4] = (page.seq & 0xFFFFFFFF).to_bytes(4, "little")
+
+    # -- pages going ---------------------------------------------------------------
+
+    def retire(self, pid: int) -> None:
+        """The page goes: marked dead for whoever has it mapped, then unlinked."""
+        page = self._pages.pop(pid, None)
+        if page is None:
+            return
+        self._per_user[page.uid] -= 1
+        if not self._per_user[page.uid]:
+            del self._per_user[page.uid]
+        if self._real:
+            self.clock.hold_split(pid, False)  # type: ignore[attr-defined]
+        try:
+            flags = structs.HWPERFD_STATE_DEAD | structs.HWPERFD_STATE_FALLBACK
+            self._begin(page)
+            self._end(page, bytes(page.map[0:_BODY_OFFSET]) + flags.to_bytes(4, "little"))
+            page.map.close()
+        finally:
+            os.close(page.fd)
+            try:
+                os.unlink(page.path)
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        for pid in list(self._pages):
+            self.retire(pid)
+        try:
+            os.rmdir(self.dir)
+        except OSError as exc:
+            log.info("state pages: %s left behind: %s", self.dir, exc.strerror)
+
+
+def tgid_of(tid: int) -> int:
+    """The process a thread belongs to (FUSE names the calling thread); 0 if gone."""
+    try:
+        with open(f"/proc/{tid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

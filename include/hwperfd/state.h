@@ -1,0 +1,108 @@
+/*
+ * hwperfd state pages: a counting context's counters, kept by the daemon in a
+ * file the counted process maps read-only, so that the process reads its own
+ * counters without a request to the daemon (README, Self-monitoring).
+ *
+ * The page holds a snapshot and the exact rates it moves at.  Under the real
+ * clock a reader takes its own CPU time and extrapolates with the daemon's
+ * arithmetic, so a read equals a read through the daemon at the same moment;
+ * under the manual clock the daemon rewrites the page whenever time moves.
+ * hs_seq is odd while the daemon writes: a reader takes the page again then.
+ *
+ * Mirrored by structs/state.py (tests compare the layouts).
+ */
+#ifndef __HWPERFD_STATE_H__
+#define __HWPERFD_STATE_H__
+
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/time.h>
+#include <sys/types.h>
+
+#define HWPERFD_STATE_MAGIC 0x53505748u /* "HWPS" */
+#define HWPERFD_STATE_VERSION 1
+#define HWPERFD_STATE_SIZE 4096
+#define HWPERFD_STATE_SLOTS 64
+
+/* hs_flags */
+#define HWPERFD_STATE_FALLBACK 0x1 /* read through the ioctl: the snapshot cannot be extrapolated */
+#define HWPERFD_STATE_DEAD 0x2     /* the page is no longer kept */
+
+/* hs_clock: what moves the context's counts */
+#define HWPERFD_STATE_CLOCK_MANUAL 0  /* only the daemon: the snapshot is the count */
+#define HWPERFD_STATE_CLOCK_PROCESS 1 /* CLOCK_PROCESS_CPUTIME_ID */
+#define HWPERFD_STATE_CLOCK_THREAD 2  /* CLOCK_THREAD_CPUTIME_ID */
+
+/*
+ * One slot moves as
+ *   count + (residue + du * per_user + ds * per_system) / den
+ * (integer division; den 0: it does not move), where du and ds are the user
+ * and system time since the snapshot, each at least 0.
+ */
+struct hwperfd_state_slot {
+    uint64_t count;
+    uint64_t residue;
+    uint64_t per_user;
+    uint64_t per_system;
+    uint64_t den;
+};
+
+/*
+ * The context's CPU time is split as the daemon splits it: the clock's total,
+ * at least (split_user + split_system) * tick_ns, divided in the ratio
+ * split_user : split_system (all user time when both are 0).
+ */
+struct hwperfd_state {
+    uint32_t hs_magic;
+    uint16_t hs_version;
+    uint16_t hs_nslots;
+    uint32_t hs_seq;
+    uint32_t hs_flags;
+    uint32_t hs_clock;
+    int32_t hs_generation;
+    uint64_t hs_user_ns; /* CPU times at the snapshot */
+    uint64_t hs_system_ns;
+    uint64_t hs_split_user;
+    uint64_t hs_split_system;
+    uint64_t hs_tick_ns;
+    int32_t hs_pid; /* the process (or thread) counted */
+    unsigned char hs_reserved[60];
+    struct hwperfd_state_slot hs_slots[HWPERFD_STATE_SLOTS];
+};
+
+typedef struct hwperfd_state_slot hwperfd_state_slot_t;
+typedef struct hwperfd_state hwperfd_state_t;
+
+#define HWPERFD_STATE_PATH_MAX 128
+typedef struct hwperfd_statepage {
+    char hp_path[HWPERFD_STATE_PATH_MAX];
+} hwperfd_statepage_t;
+
+/* On the caller's own process file (<mount>/%05d), by that process only. */
+#define HWPERFD_PIOCSTATEPAGE _IOR('h', 129, hwperfd_statepage_t)
+
+/* A process's handle on its own page. */
+struct hwperfd_state_reader {
+    const volatile struct hwperfd_state *page; /* NULL: none, read through the ioctl */
+    pid_t pid;                                 /* the process that mapped it */
+    struct timeval children_user, children_system; /* RUSAGE_CHILDREN at the last ioctl */
+};
+
+/* Map the page of the process whose file `fd` is (the caller's own, after it
+ * enabled counting): 0, or -1 with errno (the reader is then empty). */
+int hwperfd_state_open(int fd, struct hwperfd_state_reader *r);
+
+/* Unmap; the reader is empty afterwards. */
+void hwperfd_state_close(struct hwperfd_state_reader *r);
+
+/* Read slots 0..n-1 (n at most HWPERFD_STATE_SLOTS) and the generation into
+ * `counts` and `*generation`: 0 when the page served, -1 when the caller must
+ * read through the ioctl (first calling hwperfd_state_before_ioctl).  A page
+ * the daemon let go is unmapped. */
+int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n);
+
+/* Call before reading through the ioctl: children reaped after this are
+ * noticed, and the next read goes to the daemon, which folds their counts in. */
+void hwperfd_state_before_ioctl(struct hwperfd_state_reader *r);
+
+#endif /* __HWPERFD_STATE_H__ */

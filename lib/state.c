@@ -1,0 +1,160 @@
+/*
+ * Reading one's own counters from the hwperfd state page (include/hwperfd/state.h).
+ * Linked into libperfex and the hwperfd-run shim; a personality library that
+ * counts threads reads a thread's page the same way (hs_clock names the clock).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hwperfd/state.h"
+
+static void children_times(struct timeval *user, struct timeval *system)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+        *user = ru.ru_utime;
+        *system = ru.ru_stime;
+    }
+}
+
+int hwperfd_state_open(int fd, struct hwperfd_state_reader *r)
+{
+    hwperfd_statepage_t arg;
+    void *map;
+    int page_fd, err;
+
+    memset(r, 0, sizeof *r);
+    memset(&arg, 0, sizeof arg);
+    if (ioctl(fd, HWPERFD_PIOCSTATEPAGE, &arg) < 0)
+        return -1;
+    arg.hp_path[sizeof arg.hp_path - 1] = '\0';
+    page_fd = open(arg.hp_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (page_fd < 0)
+        return -1;
+    map = mmap(NULL, HWPERFD_STATE_SIZE, PROT_READ, MAP_SHARED, page_fd, 0);
+    err = errno;
+    close(page_fd);
+    if (map == MAP_FAILED) {
+        errno = err;
+        return -1;
+    }
+    r->page = map;
+    if (r->page->hs_magic != HWPERFD_STATE_MAGIC || r->page->hs_version != HWPERFD_STATE_VERSION) {
+        hwperfd_state_close(r);
+        errno = EPROTO;
+        return -1;
+    }
+    r->pid = getpid();
+    children_times(&r->children_user, &r->children_system);
+    return 0;
+}
+
+void hwperfd_state_close(struct hwperfd_state_reader *r)
+{
+    if (r->page != NULL)
+        munmap((void *)r->page, HWPERFD_STATE_SIZE);
+    memset(r, 0, sizeof *r);
+}
+
+void hwperfd_state_before_ioctl(struct hwperfd_state_reader *r)
+{
+    if (r->page != NULL)
+        children_times(&r->children_user, &r->children_system);
+}
+
+static uint64_t cpu_clock(uint32_t kind)
+{
+    struct timespec ts;
+    clockid_t id = kind == HWPERFD_STATE_CLOCK_THREAD ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID;
+    if (clock_gettime(id, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n)
+{
+    const volatile struct hwperfd_state *p = r->page;
+    struct hwperfd_state_slot slots[HWPERFD_STATE_SLOTS];
+    uint64_t user_ns, system_ns, split_user, split_system, tick_ns, now = 0, total, ticks, system, du, ds;
+    uint32_t seq, flags, kind;
+    struct timeval cu = {0, 0}, cs = {0, 0};
+    int gen;
+    unsigned i, nslots;
+
+    if (p == NULL || r->pid != getpid() || n > HWPERFD_STATE_SLOTS) {
+        errno = EAGAIN;
+        return -1;
+    }
+    for (;;) {
+        seq = __atomic_load_n(&p->hs_seq, __ATOMIC_ACQUIRE);
+        if (seq & 1)
+            continue; /* the daemon is writing */
+        flags = p->hs_flags;
+        kind = p->hs_clock;
+        gen = p->hs_generation;
+        nslots = p->hs_nslots;
+        user_ns = p->hs_user_ns;
+        system_ns = p->hs_system_ns;
+        split_user = p->hs_split_user;
+        split_system = p->hs_split_system;
+        tick_ns = p->hs_tick_ns;
+        if (nslots > HWPERFD_STATE_SLOTS)
+            nslots = HWPERFD_STATE_SLOTS;
+        for (i = 0; i < n && i < nslots; i++) {
+            slots[i].count = p->hs_slots[i].count;
+            slots[i].residue = p->hs_slots[i].residue;
+            slots[i].per_user = p->hs_slots[i].per_user;
+            slots[i].per_system = p->hs_slots[i].per_system;
+            slots[i].den = p->hs_slots[i].den;
+        }
+        /* The clock after the snapshot: never earlier than the daemon's. */
+        if (kind != HWPERFD_STATE_CLOCK_MANUAL)
+            now = cpu_clock(kind);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&p->hs_seq, __ATOMIC_RELAXED) == seq)
+            break;
+    }
+    if (flags & HWPERFD_STATE_DEAD) {
+        hwperfd_state_close(r);
+        errno = ESTALE;
+        return -1;
+    }
+    if (flags & HWPERFD_STATE_FALLBACK || n > nslots) {
+        errno = EAGAIN;
+        return -1;
+    }
+    /* A child reaped since the daemon last answered brings counts it has not
+     * folded in yet (r10k_counters(5): a waiting parent gets its child's). */
+    children_times(&cu, &cs);
+    if (cu.tv_sec != r->children_user.tv_sec || cu.tv_usec != r->children_user.tv_usec
+        || cs.tv_sec != r->children_system.tv_sec || cs.tv_usec != r->children_system.tv_usec) {
+        errno = EAGAIN;
+        return -1;
+    }
+    du = ds = 0;
+    if (kind != HWPERFD_STATE_CLOCK_MANUAL) {
+        ticks = split_user + split_system;
+        total = now;
+        if (ticks && total < ticks * tick_ns)
+            total = ticks * tick_ns;
+        system = ticks ? (uint64_t)((unsigned __int128)total * split_system / ticks) : 0;
+        du = total - system > user_ns ? total - system - user_ns : 0;
+        ds = system > system_ns ? system - system_ns : 0;
+    }
+    for (i = 0; i < n; i++) {
+        counts[i] = slots[i].count;
+        if (slots[i].den)
+            counts[i] += (uint64_t)(((unsigned __int128)slots[i].residue + (unsigned __int128)du * slots[i].per_user
+                                     + (unsigned __int128)ds * slots[i].per_system)
+                                    / slots[i].den);
+    }
+    *generation = gen;
+    return 0;
+}

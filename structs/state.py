@@ -1,0 +1,67 @@
+"""Mirror of ``include/hwperfd/state.h``: the state page of one counting
+context, written by the daemon and mapped read-only by the process it counts,
+and ``HWPERFD_PIOCSTATEPAGE``, which tells that process where its page is.
+
+A reader takes the page under its sequence counter (odd while the daemon
+writes), then, under the real clock, its own CPU time, and extrapolates each
+slot from the snapshot exactly as the daemon would (README, Self-monitoring):
+
+    total  = max(cpu clock, (split_user + split_system) * tick_ns)
+    system = total * split_system // (split_user + split_system)   (0 if no ticks)
+    user   = total - system
+    count  = snap + (residue + max(0, user - user_ns) * per_user
+                             + max(0, system - system_ns) * per_system) // den
+"""
+
+from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, PaddedString, Struct
+
+from structs.procfs import _IOR
+
+HWPERFD_STATE_MAGIC = 0x53505748  # "HWPS"
+HWPERFD_STATE_VERSION = 1
+HWPERFD_STATE_SIZE = 4096  # one page, whatever the host's page size is at least
+HWPERFD_STATE_SLOTS = 64  # room for IRIX's 32 slots, and perfctr's TSC + PMCs
+
+# hs_flags
+HWPERFD_STATE_FALLBACK = 0x1  # this read needs the ioctl: the snapshot cannot be extrapolated
+HWPERFD_STATE_DEAD = 0x2  # the page is no longer kept: unmap it, read through the ioctl
+
+# hs_clock: what moves the context's counts
+HWPERFD_STATE_CLOCK_MANUAL = 0  # only the daemon: the snapshot is the count
+HWPERFD_STATE_CLOCK_PROCESS = 1  # the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID)
+HWPERFD_STATE_CLOCK_THREAD = 2  # the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID)
+
+hwperfd_state_slot_t = Struct(
+    "count" / Int64ul,  # events at the snapshot
+    "residue" / Int64ul,  # the carried part of an event at the snapshot, over den
+    "per_user" / Int64ul,  # events per ns of user time, over den
+    "per_system" / Int64ul,  # events per ns of system time, over den
+    "den" / Int64ul,  # 0: the slot does not move (its count is the snapshot's)
+)
+
+hwperfd_state_t = Struct(
+    "hs_magic" / Int32ul,
+    "hs_version" / Int16ul,
+    "hs_nslots" / Int16ul,
+    "hs_seq" / Int32ul,
+    "hs_flags" / Int32ul,
+    "hs_clock" / Int32ul,
+    "hs_generation" / Int32sl,
+    "hs_user_ns" / Int64ul,  # the context's CPU times at the snapshot
+    "hs_system_ns" / Int64ul,
+    "hs_split_user" / Int64ul,  # the user:system ratio the daemon splits CPU time by
+    "hs_split_system" / Int64ul,
+    "hs_tick_ns" / Int64ul,  # a tick: the total is at least (split_user + split_system) ticks
+    "hs_pid" / Int32sl,  # the process (or thread) counted
+    "hs_reserved" / Bytes(60),
+    "hs_slots" / Array(HWPERFD_STATE_SLOTS, hwperfd_state_slot_t),
+)
+
+HWPERFD_STATE_PATH_MAX = 128
+
+hwperfd_statepage_t = Struct(
+    "hp_path" / PaddedString(HWPERFD_STATE_PATH_MAX, "ascii"),
+)
+
+# On a process's own file (mount/%05d), by that process only: its page's path.
+HWPERFD_PIOCSTATEPAGE = _IOR("h", 129, hwperfd_statepage_t.sizeof())

@@ -1,0 +1,201 @@
+"""State-page arithmetic: a snapshot extrapolated to later CPU times equals
+what the kernel counts when it catches up, however the time arrives; and
+what the formula cannot reproduce is marked for the ioctl."""
+
+import os
+import struct
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hwperfd.client import StatePage
+from hwperfd.counters.kernel import Caller, CounterKernel
+from hwperfd.counters.request import CounterRequest
+from hwperfd.counters.snapshot import extrapolate, split
+from hwperfd.cpu.pmu import CpuSet
+from hwperfd.cpu.profiles import WorkloadProfile
+from hwperfd.host import processes
+from hwperfd.procfs.statepages import StatePages
+import structs
+from structs import HWPERF_CNTEN_E, HWPERF_CNTEN_U, spec_word
+
+
+class Ledger:
+    """A time source that is a plain table."""
+
+    name = "manual"
+
+    def __init__(self):
+        self.procs = {}
+
+    def process_times(self, pid):
+        return self.procs.get(pid)
+
+    def cpu_times(self, cpu):
+        return (0, 0)
+
+    def run(self, pid, user_ns, system_ns=0):
+        u, s = self.procs.get(pid, (0, 0))
+        self.procs[pid] = (u + user_ns, s + system_ns)
+
+
+class Proc:
+    def __init__(self, pid, uid=0):
+        self.pid, self.uid, self.pgid, self.processor = pid, uid, pid, 0
+
+
+# A process counts in user mode and at exception level (kernel mode is system mode's).
+MODES = [HWPERF_CNTEN_U, HWPERF_CNTEN_E, HWPERF_CNTEN_U | HWPERF_CNTEN_E]
+PID = 4242
+
+
+def counting(specs, mhz=195, profile=None, **request):
+    ledger = Ledger()
+    kernel = CounterKernel(CpuSet(2, "r10000", mhz), ledger)
+    ledger.run(PID, 0)
+    if profile is not None:
+        kernel.set_profile(PID, profile)
+    kernel.enable(Caller(PID, 0, 0, PID), Proc(PID), CounterRequest.build(specs, **request))
+    return kernel, ledger
+
+
+def read(kernel):
+    return kernel.read(Caller(PID, 0, 0, PID), Proc(PID))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    event0=st.sampled_from([0, 1, 2, 9, 14]),
+    event1=st.sampled_from([0, 9, 10, 11]),
+    mode0=st.sampled_from(MODES),
+    mode1=st.sampled_from(MODES),
+    mhz=st.sampled_from([195, 200, 300]),
+    exl=st.sampled_from([Fraction(1, 10), Fraction(0), Fraction(3, 7)]),
+    before=st.lists(st.tuples(st.integers(0, 10**7), st.integers(0, 10**7)), max_size=5),
+    after=st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**9)), min_size=1, max_size=8),
+)
+def test_extrapolation_equals_the_kernels_catch_up(event0, event1, mode0, mode1, mhz, exl, before, after):
+    profile = WorkloadProfile.named("balanced").with_rates(exl_share=exl)
+    kernel, ledger = counting({0: spec_word(event0, mode0), 16: spec_word(event1, mode1)}, mhz, profile)
+    for u, s in before:  # a residue carried into the snapshot
+        ledger.run(PID, u, s)
+        read(kernel)
+    snapshot = kernel.snapshot(PID)
+    assert snapshot is not None and not snapshot.fallback
+    for u, s in after:  # the daemon cuts the time anywhere
+        ledger.run(PID, u, s)
+        read(kernel)
+        assert extrapolate(snapshot, ledger.procs[PID]) == read(kernel)[1]
+
+
+def test_a_slot_that_does_not_move_keeps_its_count():
+    kernel, ledger = counting({0: spec_word(0, HWPERF_CNTEN_U)})
+    ledger.run(PID, 5_000_000)
+    read(kernel)
+    snapshot = kernel.snapshot(PID)
+    assert snapshot.slots[1] == (0, 0, 0, 0, 0)
+    assert snapshot.slots[0][0] == 975_000 and snapshot.slots[0][4] > 0
+
+
+def test_multiplexed_slots_fall_back():
+    kernel, _ = counting({0: spec_word(0, HWPERF_CNTEN_U), 1: spec_word(1, HWPERF_CNTEN_U)})
+    assert kernel.snapshot(PID).fallback
+
+
+def test_overflow_signals_fall_back_and_thresholds_alone_do_not():
+    specs = {0: spec_word(0, HWPERF_CNTEN_U | 0x10)}
+    kernel, _ = counting(specs, thresholds={0: 1000}, signal=10)
+    assert kernel.snapshot(PID).fallback
+    kernel, _ = counting(specs, thresholds={0: 1000})
+    assert not kernel.snapshot(PID).fallback
+
+
+def test_released_counters_fall_back():
+    kernel, _ = counting({0: spec_word(0, HWPERF_CNTEN_U)})
+    kernel.release(Caller(PID, 0, 0, PID), Proc(PID))
+    assert kernel.snapshot(PID).fallback
+
+
+def test_no_snapshot_without_counters():
+    kernel, _ = counting({0: spec_word(0, HWPERF_CNTEN_U)})
+    assert kernel.snapshot(PID + 1) is None
+
+
+@given(total=st.integers(0, 10**13), utime=st.integers(0, 10**5), stime=st.integers(0, 10**5))
+def test_split_is_the_hosts(total, utime, stime):
+    ticks = utime + stime
+    floor = max(total, ticks * processes.TICK_NS)
+    user, system = split(total, (utime, stime), processes.TICK_NS)
+    assert user + system == floor
+    assert system == (floor * stime // ticks if ticks else 0)
+
+
+# -- the page as written and read (no mount: the writer and the Python reader) --
+
+
+@pytest.fixture
+def pages(tmp_path):
+    kernel, ledger = counting({0: spec_word(0, HWPERF_CNTEN_U), 16: spec_word(9, HWPERF_CNTEN_U)})
+    kernel_pid = os.getpid()  # the page's process must be this one for the reader
+    ledger.run(kernel_pid, 0)
+    kernel.enable(Caller(kernel_pid, 0, 0, kernel_pid), Proc(kernel_pid), kernel._procs[PID].block.request)
+    store = StatePages(kernel, ledger, str(tmp_path / "state"), "/mnt/x", per_user=2)
+    yield store, kernel, ledger, kernel_pid
+    store.close()
+
+
+def test_the_page_layout_is_the_headers(pages):
+    store, kernel, ledger, pid = pages
+    ledger.run(pid, 3_000_000, 1_000_000)
+    kernel.catch_up([pid])
+    path = store.grant(pid, 0, 0)
+    data = open(path, "rb").read()
+    assert len(data) == structs.HWPERFD_STATE_SIZE
+    page = structs.hwperfd_state_t.parse(data)
+    assert (page.hs_magic, page.hs_version, page.hs_nslots, page.hs_seq % 2) == (
+        structs.HWPERFD_STATE_MAGIC, structs.HWPERFD_STATE_VERSION, 32, 0)  # fmt: skip
+    assert page.hs_clock == structs.HWPERFD_STATE_CLOCK_MANUAL and page.hs_pid == pid
+    assert (page.hs_user_ns, page.hs_system_ns) == (3_000_000, 1_000_000)
+    assert page.hs_slots[0].count == 585_000  # 3 ms of user time at 195 MHz
+    assert struct.unpack_from("<Q", data, 128)[0] == 585_000
+    assert os.stat(path).st_mode & 0o7777 == 0o400
+    assert os.stat(os.path.dirname(path)).st_mode & 0o7777 == 0o711
+
+
+def test_the_python_reader_follows_the_writer(pages):
+    store, kernel, ledger, pid = pages
+    page = StatePage(store.grant(pid, 0, 0))
+    try:
+        for step in range(3):
+            ledger.run(pid, 1_000_000 * step + 123, 7)
+            store.publish(pid)
+            assert page.read() == read_pid(kernel, pid)
+        kernel.release(Caller(pid, 0, 0, pid), Proc(pid))
+        store.publish(pid)
+        assert page.read() is None and page.dead
+    finally:
+        page.close()
+
+
+def read_pid(kernel, pid):
+    return kernel.read(Caller(pid, 0, 0, pid), Proc(pid))
+
+
+def test_a_page_goes_with_its_process_and_the_cap_is_per_user(pages):
+    store, kernel, ledger, pid = pages
+    path = store.grant(pid, 0, 0)
+    assert store.grant(pid, 0, 0) == path  # one page per process
+    assert len(store) == 1
+    store.retire(pid)
+    assert not os.path.exists(path) and len(store) == 0
+    ledger.run(PID + 1, 0)
+    kernel.enable(Caller(PID + 1, 0, 0, PID + 1), Proc(PID + 1), CounterRequest.build({0: spec_word(0, 8)}))
+    store.grant(pid, 0, 0)
+    store.grant(PID, 0, 0)
+    with pytest.raises(OSError) as refused:
+        store.grant(PID + 1, 0, 0)
+    assert refused.value.errno == 11  # EAGAIN
+    other = store.grant(PID + 1, 0, 1000)  # another user's cap is its own
+    assert os.stat(other).st_uid == 0 and os.stat(other).st_mode & 0o777 == 0o440
