@@ -34,10 +34,12 @@ times ``ls`` and ``ls -l`` of a fresh hwperfd mount against the same of
 /proc, interleaved; the figure is the median, the targets 3x and 5x.  One
 listing more after the owners' 1 s lifetime has lapsed shows that cost.
 
-Part 4 (perfex start-up).  ``python3 -m hwperfd.perfex -e 0 true`` against
-``perf stat -e task-clock true`` (or a compiled fork/exec/wait of true,
-bench/forkexec.c, where perf cannot count), and the interpreter alone;
-median of interleaved runs, target 6x.
+Part 4 (perfex start-up).  ``perfex -e 0 true`` as installed (the -I -S
+launcher of hwperfd.perfex.launcher, bytecode compiled) against ``perf stat
+-e task-clock true`` (or a compiled fork/exec/wait of true, bench/forkexec.c,
+where perf cannot count); for reference the interpreter alone with and
+without site, and ``python3 -m hwperfd.perfex`` (site and its .pth hooks
+first); median of interleaved runs, target 6x.
 
 Everything is unmounted at the end, even on error (SIGTERM, then
 fusermount3 -u -z), and the idle children are killed.  Needs root.  Exit
@@ -388,6 +390,36 @@ class IdleResult:
     cpu: float
     cpu_stat: float
     rss: int
+    enable_s: float = 0.0  # enabling counters on every process, one client, one after the other
+    sweep: str = ""  # the daemon's account of its last sweep (control node)
+
+    @property
+    def rss_per_proc(self) -> float:
+        """KiB of daemon RSS per idle counting process."""
+        return (self.rss - self.base_rss) / self.procs if self.procs else 0.0
+
+
+SWEEP = re.compile(r"^sweep every .*$", re.M)
+
+
+def last_sweep(mount: Path) -> str:
+    """The daemon's line on its last sweep, from the control node."""
+    match = SWEEP.search((mount / "control").read_text())
+    return match.group(0) if match else "sweep: not reported"
+
+
+def sweep_checked(line: str) -> int:
+    """How many processes the daemon kept when it last swept."""
+    match = re.search(r"checked \d+ of (\d+) processes", line)
+    return int(match.group(1)) if match else 0
+
+
+def sweep_share(line: str) -> str:
+    """The sweep's CPU as an average share of one core over its interval."""
+    match = re.search(r"every ([0-9.]+) s: the last checked \d+ of \d+ processes in ([0-9.]+) ms", line)
+    if not match:
+        return "?"
+    return f"{100 * float(match.group(2)) / 1000 / float(match.group(1)):.3f}%"
 
 
 def idle_load(args, tmp: Path, clock: str) -> IdleResult:
@@ -407,12 +439,21 @@ def idle_load(args, tmp: Path, clock: str) -> IdleResult:
         for pid in pids:
             with ProcessCounters(pid, mount=daemon.mount) as counters:
                 counters.enable({0: user(0)})
-        log(f"  enabled counters on {len(pids)} processes in {time.monotonic() - t0:.2f} s")
+        enable_s = time.monotonic() - t0
+        log(f"  enabled counters on {len(pids)} processes in {enable_s:.2f} s")
         time.sleep(1)
         cpu, cpu_stat = measure_cpu(daemon.pid, args.idle_seconds)
         rss = rss_kib(daemon.pid)
         log(f"  {args.procs} enabled, idle: CPU {cpu:5.2f}% of one core over {args.idle_seconds:g} s "
-            f"(stat utime+stime {cpu_stat:5.2f}%), RSS {rss / 1024:.1f} MiB")
+            f"(stat utime+stime {cpu_stat:5.2f}%), RSS {rss / 1024:.1f} MiB "
+            f"({(rss - base_rss) / max(1, args.procs):.2f} KiB per process)")
+        sweep = last_sweep(daemon.mount)
+        if args.procs >= 1000:  # wait for a sweep once all are kept (once a minute)
+            deadline = time.monotonic() + 65
+            while time.monotonic() < deadline and sweep_checked(sweep) < args.procs:
+                time.sleep(1)
+                sweep = last_sweep(daemon.mount)
+        log(f"  {sweep}")
         for pid in pids[:3]:  # spot check: still enabled
             with ProcessCounters(pid, mount=daemon.mount) as counters:
                 generation, _ = counters.read()
@@ -420,7 +461,7 @@ def idle_load(args, tmp: Path, clock: str) -> IdleResult:
                 raise RuntimeError(f"pid {pid}: generation {generation}, expected 1")
         if daemon.process.poll() is not None:
             raise RuntimeError(f"hwperfd died:\n{daemon.log.read_text()}")
-        return IdleResult(clock, args.procs, base_cpu, base_rss, cpu, cpu_stat, rss)
+        return IdleResult(clock, args.procs, base_cpu, base_rss, cpu, cpu_stat, rss, enable_s, sweep)
     finally:
         if write_end >= 0:
             os.close(write_end)  # the children read EOF and exit
@@ -502,10 +543,10 @@ STARTUP_TARGET = 6.0
 
 
 def startup(args, tmp: Path) -> StartupResult:
-    """Wall time of ``perfex -e 0 true`` (as installed: the interpreter with
-    its site start-up, then hwperfd.perfex) against ``perf stat -e
-    task-clock true``, or a compiled fork/exec/wait of ``true`` where perf
-    cannot count; and the interpreter alone for reference."""
+    """Wall time of ``perfex -e 0 true`` (as installed: the launcher) against
+    ``perf stat -e task-clock true``, or a compiled fork/exec/wait of
+    ``true`` where perf cannot count; and for reference the interpreter
+    alone and perfex started through site."""
     daemon = start_hwperfd(tmp, "manual", args.cpus, tag="-startup")
     try:
         env = {**os.environ, "HWPERFD_MOUNT": str(daemon.mount), "PYTHONPATH": str(ROOT)}
@@ -516,10 +557,19 @@ def startup(args, tmp: Path) -> StartupResult:
             exe = tmp / "forkexec"
             subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", exe, BENCH / "forkexec.c"], check=True)
             baseline, base_argv = "C fork/exec/wait of true", [str(exe)]
+        # perfex as scripts/install.sh installs it: the -I -S launcher, with
+        # the package's bytecode compiled (as pip compiles it on install).
+        from hwperfd.perfex import launcher
+
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "hwperfd"), str(ROOT / "structs")],
+                       check=True, stdout=subprocess.DEVNULL)
+        launcher.write(str(tmp / "perfex"), root=str(ROOT))
         runs = {
-            "perfex -e 0 true": [sys.executable, "-m", "hwperfd.perfex", "-e", "0", "true"],
+            "perfex -e 0 true": [str(tmp / "perfex"), "-e", "0", "true"],
             baseline: base_argv,
             "python3 -c pass": [sys.executable, "-c", "pass"],
+            "python3 -IS -c pass": [sys.executable, "-IS", "-c", "pass"],
+            "python3 -m hwperfd.perfex -e 0 true": [sys.executable, "-m", "hwperfd.perfex", "-e", "0", "true"],
         }
         check = subprocess.run(runs["perfex -e 0 true"], env=env, capture_output=True, text=True, check=False)
         if check.returncode != 0:
@@ -534,7 +584,9 @@ def startup(args, tmp: Path) -> StartupResult:
         ratio = result.figure("perfex -e 0 true") / result.figure(baseline)
         log(f"  perfex -e 0 true {result.figure('perfex -e 0 true'):6.1f} ms, {baseline} "
             f"{result.figure(baseline):6.1f} ms: {ratio:5.2f}x (target {STARTUP_TARGET:g}x: "
-            f"{'PASS' if ratio <= STARTUP_TARGET else 'MISS'}); python3 -c pass {result.figure('python3 -c pass'):6.1f} ms")
+            f"{'PASS' if ratio <= STARTUP_TARGET else 'MISS'}); python3 -c pass {result.figure('python3 -c pass'):6.1f} ms, "
+            f"python3 -IS -c pass {result.figure('python3 -IS -c pass'):6.1f} ms, python3 -m hwperfd.perfex -e 0 true "
+            f"{result.figure('python3 -m hwperfd.perfex -e 0 true'):6.1f} ms")
         return result
     finally:
         stop_server(daemon)
@@ -586,7 +638,9 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
     for r in idle:
         lines.append(f"idle load, {r.clock} clock: {r.procs} idle processes with counters enabled: "
                      f"daemon CPU {r.cpu:.2f}% of one core, RSS {r.rss / 1024:.1f} MiB "
-                     f"(nothing enabled: {r.base_cpu:.2f}%, {r.base_rss / 1024:.1f} MiB)")
+                     f"(nothing enabled: {r.base_cpu:.2f}%, {r.base_rss / 1024:.1f} MiB): "
+                     f"{r.rss_per_proc:.2f} KiB per process; enabling them all from one client {r.enable_s:.1f} s; "
+                     f"{r.sweep} (on average {sweep_share(r.sweep)} of one core)")
     if lst is not None:
         for name, target in LISTING_TARGETS.items():
             mine, proc = lst.figure(f"{name} <mount>"), lst.figure(f"{name} /proc")
@@ -599,7 +653,10 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
         lines.append(f"perfex start-up, median of {len(up.times[up.baseline])}: perfex -e 0 true {mine:.1f} ms, "
                      f"{up.baseline} {base:.1f} ms: {mine / base:.2f}x "
                      f"({'PASS' if mine / base <= STARTUP_TARGET else 'MISS'} <= {STARTUP_TARGET:g}x); "
-                     f"the interpreter alone (python3 -c pass) {up.figure('python3 -c pass'):.1f} ms")
+                     f"the interpreter alone (python3 -c pass) {up.figure('python3 -c pass'):.1f} ms, "
+                     f"without site (python3 -IS -c pass) {up.figure('python3 -IS -c pass'):.1f} ms; "
+                     f"perfex through site (python3 -m hwperfd.perfex -e 0 true) "
+                     f"{up.figure('python3 -m hwperfd.perfex -e 0 true'):.1f} ms")
     lines.append(f"load average at the end: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     return "\n".join(lines)
 

@@ -81,17 +81,26 @@ def slots_for(*events: int, mode: int = HWPERF_CNTEN_U, counters_per_event: int 
 class Usage:
     generation: int
     counts: tuple[int, ...]
-    fields: Any  # every hwperf_prusage_t field, decoded: an untyped construct Container
+    raw: bytes  # the hwperf_prusage_t as read
 
     @property
     def active_ns(self) -> tuple[int, ...]:
         """cm_active_ns: CPU time (ns) each slot was on its hardware counter."""
-        return tuple(self.fields.pu_cpu_mon.cm_active_ns)
+        return self._monitor("pu_cpu_mon.cm_active_ns")  # type: ignore[return-value]
 
     @property
     def enabled_ns(self) -> int:
         """cm_enabled_ns: CPU time (ns) the counters were enabled."""
-        return int(self.fields.pu_cpu_mon.cm_enabled_ns)
+        return self._monitor("pu_cpu_mon.cm_enabled_ns")  # type: ignore[return-value]
+
+    def _monitor(self, name: str) -> int | tuple[int, ...]:
+        return structs.fast.hwperf_prusage_t.unpack(self.raw)[name]  # type: ignore[return-value]
+
+    @property
+    def fields(self) -> Any:
+        """Every hwperf_prusage_t field, decoded: an untyped construct Container
+        (construct loads on first use; perfex needs only the properties above)."""
+        return structs.hwperf_prusage_t.parse(self.raw)
 
 
 def _slots(values: SlotSpecs | None, fill: int = 0) -> list[int]:
@@ -107,19 +116,13 @@ def _slots(values: SlotSpecs | None, fill: int = 0) -> list[int]:
 
 
 def pack_request(specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> bytes:
-    specs_list = _slots(specs)
-    return structs.hwperf_profevctrarg_t.build(
-        dict(
-            hwp_evctrargs=dict(hwp_evctrl=[_ctrl(s) for s in specs_list]),
-            hwp_ovflw_freq=_slots(thresholds),
-            hwp_ovflw_sig=signal,
-        )
+    # A spec word is stored as its low 16 bits (hwperf_ctrl_t), as construct's
+    # hwperf_ctrl_t adapter encodes it; structs.fast packs without construct.
+    return structs.fast.hwperf_profevctrarg_t.pack(
+        hwp_evctrargs__hwp_evctrl=[s & 0xFFFF for s in _slots(specs)],
+        hwp_ovflw_freq=_slots(thresholds),
+        hwp_ovflw_sig=signal,
     )
-
-
-def _ctrl(word: int) -> dict:
-    ev, ie, mode = structs.spec_fields(word)
-    return dict(hwp_ev=ev, hwp_ie=ie, hwp_mode=mode)
 
 
 def _spec_words(eventctrl: Any) -> tuple[int, ...]:  # a parsed hwperf_eventctrl_t
@@ -155,12 +158,12 @@ class _MountFile:
         return os.pread(self.fd, 1 << 20, 0).decode()
 
     def _read_counts(self, cmd: int) -> tuple[int, tuple[int, ...]]:
-        gen, out = self._ioctl(cmd, bytes(structs.hwperf_cntr_t.sizeof()))
-        return gen, tuple(structs.hwperf_cntr_t.parse(out).hwp_evctr)
+        gen, out = self._ioctl(cmd, bytes(structs.fast.hwperf_cntr_t.size))
+        return gen, structs.fast.hwperf_cntr_t.struct.unpack(out)
 
     def _read_control(self, cmd: int) -> tuple[int, tuple[int, ...]]:
-        gen, out = self._ioctl(cmd, bytes(structs.hwperf_eventctrl_t.sizeof()))
-        return gen, _spec_words(structs.hwperf_eventctrl_t.parse(out))
+        gen, out = self._ioctl(cmd, bytes(structs.fast.hwperf_eventctrl_t.size))
+        return gen, structs.fast.hwperf_eventctrl_t.struct.unpack(out)
 
 
 _STATE_HEADER = struct.Struct("<IHHIIIiQQQQQi")
@@ -252,8 +255,12 @@ class ProcessCounters(_MountFile):
         self, pid: int | None = None, *, mount: Path | str | None = None, writable: bool = True, fast: bool = True
     ):
         self.pid = os.getpid() if pid is None else pid
-        root = require_mount(Path(mount) if mount else None)
-        super().__init__(root / f"{self.pid:05d}", os.O_RDWR if writable else os.O_RDONLY)
+        root = Path(mount) if mount else mount_point()
+        try:
+            super().__init__(root / f"{self.pid:05d}", os.O_RDWR if writable else os.O_RDONLY)
+        except OSError:
+            require_mount(root)  # checked only when the open fails: one FUSE look-up less per open
+            raise
         # A process reading its own counters reads them from its state page.
         self.fast = fast
         self.page: StatePage | None = None
@@ -264,8 +271,8 @@ class ProcessCounters(_MountFile):
 
     def state_page_path(self) -> str:
         """HWPERFD_PIOCSTATEPAGE: where this process's state page is (its own file only)."""
-        _, out = self._ioctl(structs.HWPERFD_PIOCSTATEPAGE, bytes(structs.hwperfd_statepage_t.sizeof()))
-        return str(structs.hwperfd_statepage_t.parse(out).hp_path)
+        _, out = self._ioctl(structs.HWPERFD_PIOCSTATEPAGE, bytes(structs.HWPERFD_STATE_PATH_MAX))
+        return out.split(b"\0", 1)[0].decode("ascii")  # hwperfd_statepage_t: one NUL-padded path
 
     def map_page(self) -> StatePage | None:
         """Map this process's state page; None if the daemon keeps none for it."""
@@ -356,9 +363,8 @@ class ProcessCounters(_MountFile):
 
     def read_usage(self) -> Usage:
         """PIOCGETPREVCTRS: counts plus the process's prusage."""
-        gen, out = self._ioctl(structs.PIOCGETPREVCTRS, bytes(structs.hwperf_prusage_t.sizeof()))
-        fields = structs.hwperf_prusage_t.parse(out)
-        return Usage(gen, tuple(fields.pu_cpu_mon.cm_evctr), fields)
+        gen, out = self._ioctl(structs.PIOCGETPREVCTRS, bytes(structs.fast.hwperf_prusage_t.size))
+        return Usage(gen, structs.fast.hwperf_prusage_t.unpack(out)["pu_cpu_mon.cm_evctr"], out)  # type: ignore[arg-type]
 
     def save_child_counts(self, child: int | None = None) -> None:
         """PIOCSAVECCNTRS: add a child's counts to its parent when it exits.

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import logging
 import signal
+import time
 from fractions import Fraction
 from typing import Awaitable, Callable
 
@@ -32,7 +33,7 @@ from hwperfd.counters.threads import (
 )
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.daemon import SetupError, notify
-from hwperfd.host import procevents, processes, taskstats
+from hwperfd.host import netlink, procevents, processes, taskstats
 from hwperfd.procfs.fs import ProcFs
 from hwperfd.procfs.statepages import DEFAULT_DIR, DEFAULT_PER_USER, StatePages
 from hwperfd.signals import SignalSender
@@ -41,6 +42,9 @@ log = logging.getLogger("hwperfd")
 
 REAP_INTERVAL = 1.0  # the sweep's pace without process events
 SWEEP_INTERVAL = 60.0  # with them: the sweep is only a safety net
+# ... and checks at most this many processes each time (one /proc read each,
+# about 20 us of CPU): 10 000 counting processes are all checked every 5 minutes.
+SWEEP_LIMIT = 2000
 ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 MAX_ZOMBIE_INTERVAL = 1.0
 SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
@@ -84,6 +88,8 @@ class Daemon:
         # exited: the periodic tasks sleep on these while they have no work.
         self._controls_changed: trio.Event | None = None
         self._exits_seen: trio.Event | None = None
+        # The last sweep: processes it checked and the daemon's CPU time it took.
+        self.swept: tuple[int, int] = (0, 0)
         self.fs = ProcFs(
             self.kernel,
             clock=self.clock,
@@ -115,6 +121,9 @@ class Daemon:
             f"children's time recovered {self.lifecycle.credited_ns} ns",
             f"overflow signals sent {self.signals.sent}, dropped {self.signals.dropped}"
             f" ({self.signals.refused} past a user's target cap), merged {self.signals.merged}",
+            f"sweep every {SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL:g} s: "
+            f"the last checked {self.swept[0]} of {len(self.kernel.known())} processes "
+            f"in {self.swept[1] / 1e6:.1f} ms of CPU",
         ]
 
     def _wake_tick(self) -> None:
@@ -166,11 +175,14 @@ class Daemon:
         while True:
             await trio.sleep(SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL)
             self._catch_up_events()
-            if self.lifecycle.sweep() | self.threads.sweep():
+            began = time.thread_time_ns()
+            checked, let_go = self.lifecycle.sweep(SWEEP_LIMIT if self.events is not None else None)
+            if let_go | self.threads.sweep():
                 self.fs.changed()
             for pid in self.fs.faults.pids():
                 if not processes.exists(pid):
                     self.fs.faults.forget(pid)
+            self.swept = (checked, time.thread_time_ns() - began)
 
     async def _tick(self) -> None:
         """Catch up processes that asked for overflow signals, every clock tick
@@ -243,7 +255,8 @@ class Daemon:
         after it (do_exit: taskstats_exit, exit_notify, proc_exit_connector).
         """
         changed = False
-        if self.events is not None:
+        # One poll(2) for both streams first: before most requests neither has news.
+        if self.events is not None and (first is not None or netlink.any_pending((self.events, self.accounting))):
             # The connector first, taskstats second: a process's taskstats record
             # is queued before its connector exit event (do_exit), so every exit
             # seen here comes with its final CPU time.

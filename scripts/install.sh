@@ -17,6 +17,9 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+# perfex through a launcher that starts the interpreter without site and its
+# .pth hooks (python3 -IS), in place of pip's entry-point script (README, Speed).
+python3 -m hwperfd.perfex.launcher "$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/perfex"
 make -s -C examples
 make -s -C lib
 make -s -C lib install PREFIX="${PREFIX:-/usr/local}" >/dev/null

@@ -19,37 +19,36 @@ from construct import (
     Padding,
 )
 
-HWPERF_EVENTMAX = 32
-HWPERF_CNTEVENTMAX = 16
-HWPERF_CNT1BASE = 16
-# Largest hwp_ev *per hardware counter* on the R10000, as in IRIX's
-# hwperfmacros.h (not 31): PAPI's IRIX substrate tests ``index >
-# HWPERF_MAXEVENT`` to tell a counter-1 slot from a counter-0 slot.
-HWPERF_MINEVENT = 0
-HWPERF_MAXEVENT = 15
+# The constants and spec-word helpers are declared once, in the construct-free core.
+from structs.core import (  # noqa: F401
+    HWPERF_EVENTMAX,
+    HWPERF_CNTEVENTMAX,
+    HWPERF_CNT1BASE,
+    HWPERF_MINEVENT,
+    HWPERF_MAXEVENT,
+    HWPERF_CNTEN_E,
+    HWPERF_CNTEN_K,
+    HWPERF_CNTEN_S,
+    HWPERF_CNTEN_U,
+    HWPERF_CNTEN_A,
+    HWPERF_CNTEN_IE,
+    HWPERF_MODEMASK,
+    HWPERF_EVSHIFT,
+    HWPERF_EVMASK,
+    HWPERF_OVERFLOW_THRESH,
+    HWPERF_CM_ENABLED,
+    HWPERF_CM_SYSMODE,
+    HWPERF_CM_LOST,
+    HWPERF_CM_RELEASED,
+    HWPERF_CM_VALID,
+    HWPERF_CM_MODE_NONE,
+    HWPERF_CM_MODE_USER,
+    HWPERF_CM_MODE_SYSTEM,
+    mode_text,
+    spec_fields,
+    spec_word,
+)
 
-HWPERF_CNTEN_E = 0x1  # exception level (EXL)
-HWPERF_CNTEN_K = 0x2  # kernel
-HWPERF_CNTEN_S = 0x4  # supervisor: not supported, r10k_counters(5) CONTROL REGISTERS
-HWPERF_CNTEN_U = 0x8  # user
-HWPERF_CNTEN_A = 0xA  # user and kernel
-HWPERF_CNTEN_IE = 0x10
-HWPERF_MODEMASK = 0xF
-HWPERF_EVSHIFT = 5
-HWPERF_EVMASK = 0x1E0
-HWPERF_OVERFLOW_THRESH = 0x80000000
-
-# cpu_mon_t cm_flags
-HWPERF_CM_ENABLED = 0x1  # counters acquired and counting
-HWPERF_CM_SYSMODE = 0x2  # the counters are held in system mode
-HWPERF_CM_LOST = 0x4  # displaced by system mode; must be restarted
-HWPERF_CM_RELEASED = 0x8  # released; counts still readable
-HWPERF_CM_VALID = 0x10  # counts have been set up at least once
-
-# cpu_mon_t cm_mode
-HWPERF_CM_MODE_NONE = 0
-HWPERF_CM_MODE_USER = 1
-HWPERF_CM_MODE_SYSTEM = 2
 
 class _ControlWord(Adapter):
     """``hwperf_ctrl_t`` seen through its bit-fields, IRIX's value layout:
@@ -150,23 +149,3 @@ hwperf_prusage_t = Struct(
 )
 
 PRUSAGE_COUNTER_FIELDS = tuple(_PRUSAGE_SCALARS_1 + _PRUSAGE_SCALARS_2)
-
-
-def spec_word(event: int, mode: int, ie: bool = False) -> int:
-    """The 16-bit ``hwperf_spec`` value IRIX programs compute by hand."""
-    return (event << HWPERF_EVSHIFT) | (HWPERF_CNTEN_IE if ie else 0) | mode
-
-
-_MODE_LETTERS = ((HWPERF_CNTEN_U, "u"), (HWPERF_CNTEN_S, "s"), (HWPERF_CNTEN_K, "k"), (HWPERF_CNTEN_E, "x"))
-
-
-def mode_text(mode: int) -> str:
-    """The count-enable bits as letters: u, s (supervisor), k, x (exception level); "-" for none."""
-    return "".join(letter for bit, letter in _MODE_LETTERS if mode & bit) or "-"
-
-
-def spec_fields(word: int) -> tuple[int, bool, int]:
-    """Split a ``hwperf_spec`` word into (event, ie, mode)."""
-    word &= 0xFFFF
-    return word >> HWPERF_EVSHIFT, bool(word & HWPERF_CNTEN_IE), word & HWPERF_MODEMASK
-

@@ -15,21 +15,19 @@ slot from the snapshot exactly as the daemon would (README, Self-monitoring):
 
 from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, PaddedString, Struct
 
-from structs.procfs import _IOR
-
-HWPERFD_STATE_MAGIC = 0x53505748  # "HWPS"
-HWPERFD_STATE_VERSION = 1
-HWPERFD_STATE_SIZE = 4096  # one page, whatever the host's page size is at least
-HWPERFD_STATE_SLOTS = 64  # room for IRIX's 32 slots, and perfctr's TSC + PMCs
-
-# hs_flags
-HWPERFD_STATE_FALLBACK = 0x1  # this read needs the ioctl: the snapshot cannot be extrapolated
-HWPERFD_STATE_DEAD = 0x2  # the page is no longer kept: unmap it, read through the ioctl
-
-# hs_clock: what moves the context's counts
-HWPERFD_STATE_CLOCK_MANUAL = 0  # only the daemon: the snapshot is the count
-HWPERFD_STATE_CLOCK_PROCESS = 1  # the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID)
-HWPERFD_STATE_CLOCK_THREAD = 2  # the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID)
+from structs.core import (  # noqa: F401  (the state page's constants, re-exported beside its structs)
+    HWPERFD_PIOCSTATEPAGE,
+    HWPERFD_STATE_CLOCK_MANUAL,
+    HWPERFD_STATE_CLOCK_PROCESS,
+    HWPERFD_STATE_CLOCK_THREAD,
+    HWPERFD_STATE_DEAD,
+    HWPERFD_STATE_FALLBACK,
+    HWPERFD_STATE_MAGIC,
+    HWPERFD_STATE_PATH_MAX,
+    HWPERFD_STATE_SIZE,
+    HWPERFD_STATE_SLOTS,
+    HWPERFD_STATE_VERSION,
+)
 
 hwperfd_state_slot_t = Struct(
     "count" / Int64ul,  # events at the snapshot
@@ -57,11 +55,8 @@ hwperfd_state_t = Struct(
     "hs_slots" / Array(HWPERFD_STATE_SLOTS, hwperfd_state_slot_t),
 )
 
-HWPERFD_STATE_PATH_MAX = 128
-
 hwperfd_statepage_t = Struct(
     "hp_path" / PaddedString(HWPERFD_STATE_PATH_MAX, "ascii"),
 )
 
-# On a process's own file (mount/%05d), by that process only: its page's path.
-HWPERFD_PIOCSTATEPAGE = _IOR("h", 129, hwperfd_statepage_t.sizeof())
+assert HWPERFD_PIOCSTATEPAGE >> 16 & 0x3FFF == hwperfd_statepage_t.sizeof()

@@ -18,9 +18,10 @@ from hwperfd.cpu.pmu import COUNTERS_PER_CPU, OVERFLOW_BIT, CounterState, Cpu, M
 from hwperfd.cpu.profiles import WorkloadProfile
 
 TICK_NS = 10_000_000  # the IRIX clock tick: 100 Hz
+_UNARMED = CounterState()  # a slot without a threshold; immutable, so every block shares it
 
 
-@dataclass
+@dataclass(slots=True)
 class _Multiplex:
     """Where a hardware counter is in its rotation through the slots."""
 
@@ -28,13 +29,14 @@ class _Multiplex:
     into_tick_ns: int = 0  # CPU time already spent in the current tick
 
 
-@dataclass
+# Slotted: a daemon holds one block per counting process (README, Speed: idle).
+@dataclass(slots=True)
 class ControlBlock:
     request: CounterRequest
     counts: list[int] = field(default_factory=lambda: [0] * SLOTS)
     active_ns: list[int] = field(default_factory=lambda: [0] * SLOTS)
     enabled_ns: int = 0
-    _saved: list[CounterState] = field(default_factory=lambda: [CounterState()] * SLOTS)
+    _saved: list[CounterState] = field(default_factory=lambda: [_UNARMED] * SLOTS)
     _mux: list[_Multiplex] = field(default_factory=lambda: [_Multiplex() for _ in range(COUNTERS_PER_CPU)])
 
     def __post_init__(self) -> None:
@@ -91,7 +93,7 @@ class ControlBlock:
     def preset(self, slot: int) -> None:
         """Arm a slot's register so its first overflow comes after ``threshold`` events."""
         threshold = self.request.thresholds[slot]
-        self._saved[slot] = CounterState(OVERFLOW_BIT - threshold if threshold else 0)
+        self._saved[slot] = CounterState(OVERFLOW_BIT - threshold) if threshold else _UNARMED
 
     def _shares(self, counter: int, slots: tuple[int, ...], total: int) -> list[tuple[int, int]]:
         """Split ``total`` ns of CPU time among the slots of one hardware

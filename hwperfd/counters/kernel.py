@@ -115,7 +115,7 @@ class State(enum.Enum):
     LOST = "lost"  # displaced by system mode; counts frozen until re-enabled
 
 
-@dataclass
+@dataclass(slots=True)
 class _ProcessRecord:
     pid: int
     block: ControlBlock
@@ -123,7 +123,9 @@ class _ProcessRecord:
     state: State
     seen: CpuTimes
     cpu: int
-    save_children: set[int] = field(default_factory=set)
+    # Children PIOCSAVECCNTRS named: a frozenset, replaced on change, so the
+    # many processes that name none share the one empty set.
+    save_children: frozenset[int] = frozenset()
     start: int = 0  # with pid, the process's identity (0: not known)
     owner: tuple[int, int] | None = None  # (uid, gid) of who set it up; None: root
     # CPU time of waited-for children: Linux's total when counting began,
@@ -214,6 +216,10 @@ class CounterKernel:
         self._signal = signal
         self._gone = gone  # a process's state went: whatever it was owed goes too
         self._procs: dict[int, _ProcessRecord] = {}
+        # Pids given a request that can raise overflow signals, in that order:
+        # signalling() looks at these, not at every record (it runs after every
+        # request that changes controls, and 10 000 processes may be counting).
+        self._armed: dict[int, None] = {}
         self._profiles: dict[int, WorkloadProfile] = {}
         self._system: _SystemRecord | None = None
         self._system_generation = 0
@@ -271,6 +277,7 @@ class CounterKernel:
             owner=owner_of(caller),
             children_base=getattr(target, "children_ns", (0, 0)),
         )
+        self._note_armed(target.pid, request)
         return generation
 
     def read(self, caller: Caller, target: Task) -> tuple[int, tuple[int, ...]]:
@@ -317,6 +324,7 @@ class CounterKernel:
             record.owner = owner_of(caller)
         record.block.reprogram(request)
         record.generation += 1
+        self._note_armed(target.pid, request)
         return record.generation
 
     def release(self, caller: Caller, target: Task) -> None:
@@ -354,7 +362,8 @@ class CounterKernel:
         """
         self._check_access(caller, parent)
         self._current(parent)
-        self._parent_record(parent.pid, start_of(parent)).save_children.add(child_pid)
+        record = self._parent_record(parent.pid, start_of(parent))
+        record.save_children = record.save_children | {child_pid}
 
     def view(self, pid: int, start: int = 0) -> CounterView | None:
         if self._owns_system(pid):
@@ -446,6 +455,7 @@ class CounterKernel:
             parent=parent_pid,
             lossy=parent.lossy,
         )
+        self._note_armed(child_pid, parent.block.request)
 
     def exit(
         self, pid: int, parent_pid: int, parent_waiting: bool, comm: str = "", final: CpuTimes | None = None
@@ -516,7 +526,7 @@ class CounterKernel:
             _list_descendant(parent.descendants, entry)
         brought = (child.seen[0] + child.children_ns[0], child.seen[1] + child.children_ns[1])
         parent.children_ns = (parent.children_ns[0] + brought[0], parent.children_ns[1] + brought[1])
-        parent.save_children.discard(child.pid)
+        parent.save_children = parent.save_children - {child.pid}
         child.folded = True
 
     def mark_lossy(self) -> None:
@@ -555,14 +565,14 @@ class CounterKernel:
     def saving(self, pid: int) -> frozenset[int]:
         """The children PIOCSAVECCNTRS named on ``pid`` that have not exited yet."""
         record = self._procs.get(pid)
-        return frozenset(record.save_children) if record else frozenset()
+        return record.save_children if record else frozenset()
 
     def unsave(self, parent_pid: int, child_pid: int) -> None:
         """A named child exited with nothing to fold (it never counted): the
         name goes, so the set stays as small as the parent's living children."""
         record = self._procs.get(parent_pid)
         if record is not None:
-            record.save_children.discard(child_pid)
+            record.save_children = record.save_children - {child_pid}
 
     def descendants(self, pid: int) -> list[tuple[int, str, tuple[int, ...]]]:
         """Processes whose counts were folded into ``pid``, each with its own counts."""
@@ -692,11 +702,15 @@ class CounterKernel:
 
     def signalling(self) -> list[int]:
         """Pids whose counters may raise overflow signals: they need timely catch-up."""
-        pids = [
-            r.pid
-            for r in self._procs.values()
-            if r.state is State.ENABLED and r.block.request.signal and any(r.block.request.thresholds)
-        ]
+        pids = []
+        for pid in list(self._armed):
+            r = self._procs.get(pid)
+            if r is not None and r.state is State.ENABLED and _arms_signals(r.block.request):
+                pids.append(pid)
+            else:
+                # Every way back to counting with signals (enable, set_control,
+                # a restart, a fork) notes the pid again.
+                del self._armed[pid]
         system = self._system
         if system is not None and system.request.signal and any(system.request.thresholds):
             target = system.owner if system.owner is not None else system.signal_to
@@ -705,6 +719,10 @@ class CounterKernel:
         return pids
 
     # -- internals -----------------------------------------------------------
+
+    def _note_armed(self, pid: int, request: CounterRequest) -> None:
+        if _arms_signals(request):
+            self._armed[pid] = None
 
     def _catch_up(self, record: _ProcessRecord, now: CpuTimes | None = None) -> None:
         if now is None:
@@ -801,6 +819,7 @@ class CounterKernel:
             comm=record.comm, start=record.start or start_of(target), owner=record.owner,
             children_base=getattr(target, "children_ns", (0, 0)),
         )
+        self._note_armed(target.pid, request)
         return generation
 
     def _require_system(self) -> _SystemRecord:
@@ -866,3 +885,8 @@ def _list_descendant(listed: list[tuple[int, str, tuple[int, ...]]], entry: tupl
         listed.append((0, "others", (0,) * len(entry[2])))
     pid, comm, counts = listed[-1]
     listed[-1] = (pid, comm, tuple(a + b for a, b in zip(counts, entry[2])))
+
+
+def _arms_signals(request: CounterRequest) -> bool:
+    """Whether counting under ``request`` can raise overflow signals."""
+    return bool(request.signal) and any(request.thresholds)

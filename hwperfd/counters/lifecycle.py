@@ -110,6 +110,7 @@ class Lifecycle:
         self._zombies: dict[int, set[int]] = {}  # parent -> its exited children not yet reaped
         self.rescans = 0
         self.credited_ns = 0  # children's CPU time counted from Linux's totals after losses
+        self._swept_to = -1  # the sweep's place: the last pid it checked
 
     # -- events ------------------------------------------------------------
 
@@ -281,14 +282,23 @@ class Lifecycle:
         for pid in self.kernel.counting():
             self._reconcile(pid)
 
-    def sweep(self) -> int:
-        """The rare check of everything kept (a safety net under the
-        events): processes whose end was never heard are let go.  Returns
-        how many were."""
+    def sweep(self, limit: int | None = None) -> tuple[int, int]:
+        """The rare check of what is kept (a safety net under the events):
+        processes whose end was never heard are let go.  At most ``limit``
+        pids are checked (one /proc read each), taking up where the last
+        sweep stopped, in pid order, so that the cost of one sweep stays
+        bounded however many processes count and every pid is still checked
+        within ``ceil(kept / limit)`` sweeps.  Returns (checked, let go)."""
+        known = sorted(self.kernel.known())
+        if limit is not None and len(known) > limit:
+            # The next ``limit`` pids after the last one checked, wrapping round.
+            later = [pid for pid in known if pid > self._swept_to]
+            known = (later + [pid for pid in known if pid <= self._swept_to])[:limit]
         let_go = 0
-        for pid in self.kernel.known():
+        for pid in known:
             if not self._alive(pid) and not self.kernel.has_exited(pid):
                 self.gone(pid)
                 let_go += 1
+        self._swept_to = known[-1] if known and limit is not None else -1
         self.settle()
-        return let_go
+        return len(known), let_go

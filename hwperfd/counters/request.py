@@ -19,6 +19,9 @@ MAX_SIGNAL = 32  # r10k_counters(5): "acceptable signals are between 1 and 32"
 MAX_THRESHOLD = (1 << 31) - 1
 
 
+SHARED_MAX = 1024  # distinct requests kept for sharing (then the table starts again)
+
+
 @dataclass(frozen=True)
 class CounterRequest:
     specs: tuple[int, ...]  # 32 hwperf_spec words
@@ -33,6 +36,19 @@ class CounterRequest:
         signal: int = 0,
     ) -> "CounterRequest":
         return cls(_slots(specs), _slots(thresholds or ()), signal)
+
+    @classmethod
+    def shared(cls, specs: tuple[int, ...], thresholds: tuple[int, ...], signal: int = 0) -> "CounterRequest":
+        """The one request object for these values: the many processes that
+        enable the same events share it and its decoded controls (requests
+        are immutable), instead of two 32-slot tuples each."""
+        key = (specs, thresholds, signal)
+        found = _SHARED.get(key)
+        if found is None:
+            if len(_SHARED) >= SHARED_MAX:
+                _SHARED.clear()
+            found = _SHARED[key] = cls(specs, thresholds, signal)
+        return found
 
     @staticmethod
     def control(spec: int) -> ControlWord:
@@ -112,3 +128,5 @@ def _slots(values: dict[int, int] | list[int] | tuple[int, ...]) -> tuple[int, .
     values = tuple(values)
     return values + (0,) * (SLOTS - len(values)) if len(values) <= SLOTS else values
 
+
+_SHARED: dict[tuple[tuple[int, ...], tuple[int, ...], int], CounterRequest] = {}

@@ -308,4 +308,10 @@ R12000 = CpuEvents(
 
 CPU_EVENTS: dict[str, CpuEvents] = {"r10000": R10000, "r12000": R12000}
 
-__all__ = ["Event", "CpuEvents", "R10000", "R12000", "CPU_EVENTS", "KINDS"]
+# The IRIX CPU types as plain data: their default clock (MHz) and how many
+# hwp_ev values each counter's control register takes.  hwperfd.cpu.pmu
+# builds its CpuType from these; perfex needs only these and the tables
+# above, not the PMU (whose import costs a short-lived tool its start-up).
+CPU_TYPE_DATA: dict[str, tuple[int, int]] = {"r10000": (195, 16), "r12000": (300, 32)}
+
+__all__ = ["Event", "CpuEvents", "R10000", "R12000", "CPU_EVENTS", "CPU_TYPE_DATA", "KINDS"]

@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from hwperfd.cpu.core import PmuCpu
-from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
+from hwperfd.cpu.events import CPU_EVENTS, CPU_TYPE_DATA, CpuEvents
 from hwperfd.cpu.models import MODELS, CpuModel
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.cpu.reservation import Reservation
@@ -40,8 +40,8 @@ class CpuType:
 
 
 CPU_TYPES = {
-    "r10000": CpuType("r10000", CPU_EVENTS["r10000"], 195, 16),
-    "r12000": CpuType("r12000", CPU_EVENTS["r12000"], 300, 32),
+    name: CpuType(name, CPU_EVENTS[name], default_mhz, events_per_counter)
+    for name, (default_mhz, events_per_counter) in CPU_TYPE_DATA.items()
 }
 
 

@@ -16,9 +16,9 @@ import select
 import socket as _stdlib_socket
 import struct
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import trio
 
@@ -187,3 +187,18 @@ class NetlinkSubscription(Generic[R]):
                 raise
             if sender == 0:  # only the kernel speaks for the family
                 self._feed(data)
+
+
+def any_pending(subscriptions: Iterable[NetlinkSubscription[Any] | None]) -> bool:
+    """Whether any of ``subscriptions`` holds records or has been sent some:
+    one poll(2) for all of them, where a ``drain_nowait`` each costs one each
+    (the daemon asks before every request it answers, and mostly hears no)."""
+    raws = []
+    for sub in subscriptions:
+        if sub is None:
+            continue
+        if sub._pending:
+            return True
+        if sub._raw is not None:
+            raws.append(sub._raw)
+    return bool(raws) and bool(select.select(raws, [], [], 0)[0])

@@ -38,7 +38,7 @@ def parse_request(data: bytes) -> CounterRequest:
     specs = tuple(
         structs.spec_word(c.hwp_ev, c.hwp_mode, c.hwp_ie) for c in arg.hwp_evctrargs.hwp_evctrl
     )
-    return CounterRequest(specs, tuple(arg.hwp_ovflw_freq), arg.hwp_ovflw_sig)
+    return CounterRequest.shared(specs, tuple(arg.hwp_ovflw_freq), arg.hwp_ovflw_sig)
 
 
 def parse_request_ex(data: bytes) -> tuple[CounterRequest, Restore]:

@@ -16,7 +16,7 @@ from typing import TextIO
 
 import structs
 from hwperfd.client import NotMounted, mount_point
-from hwperfd.cpu.pmu import CPU_TYPES
+from hwperfd.cpu.events import CPU_TYPE_DATA
 from hwperfd.perfex import costs as cost_tables
 from hwperfd.perfex import machine as machines
 from hwperfd.perfex import plan as plans
@@ -153,8 +153,8 @@ def _set(opts: Options, name: str, value: str) -> None:
     if name == "-e":
         opts.events.append(value)
     elif name == "--cpu-type":
-        if value.lower() not in CPU_TYPES:
-            raise UsageError(f"--cpu-type must be one of {', '.join(CPU_TYPES)}")
+        if value.lower() not in CPU_TYPE_DATA:
+            raise UsageError(f"--cpu-type must be one of {', '.join(CPU_TYPE_DATA)}")
         opts.cpu_type = value.lower()
     elif name in ("-l", "-r"):
         try:

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwperfd.client import ProcessCounters, require_mount, user
-from hwperfd.cpu.pmu import CPU_TYPES
+from hwperfd.client import ProcessCounters, mount_point, require_mount, user
+from hwperfd.cpu.events import CPU_TYPE_DATA
 from hwperfd.perfex.costs import cpu_label
 
 CPU_LINE = re.compile(r"^cpu (\S+) x(\d+) @ ([0-9.]+) MHz", re.M)
@@ -39,19 +39,22 @@ class Machine:
 
 def parse_cpu_line(text: str) -> tuple[str, int, float] | None:
     match = CPU_LINE.search(text)
-    if not match or match.group(1) not in CPU_TYPES:
+    if not match or match.group(1) not in CPU_TYPE_DATA:
         return None
     return match.group(1), int(match.group(2)), float(match.group(3))
 
 
 def detect(mount: Path | str | None = None) -> Machine:
     """Ask the mounted hwperfd; raises client.NotMounted or MachineUnknown."""
-    root = require_mount(Path(mount) if mount else None)
+    root = Path(mount) if mount else mount_point()
     found = None
     try:
         found = parse_cpu_line((root / "control").read_text())
     except PermissionError:
         found = _probe(root)
+    except OSError:
+        require_mount(root)  # checked only when the read fails: one FUSE look-up less
+        raise
     if found is None:
         raise MachineUnknown(f"hwperfd at {root} did not report its CPU type")
     cpu_type, cpus, mhz = found
@@ -77,4 +80,4 @@ def _probe(root: Path) -> tuple[str, int, float] | None:
 
 def offline(cpu_type: str) -> Machine:
     """A machine described without asking hwperfd (listing, cost tables)."""
-    return Machine(None, cpu_type, float(CPU_TYPES[cpu_type].default_mhz), 0)
+    return Machine(None, cpu_type, float(CPU_TYPE_DATA[cpu_type][0]), 0)

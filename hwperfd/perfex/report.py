@@ -9,11 +9,8 @@ lines (lib/libperfex.c follows ``event_line`` and ``cost_block`` exactly).
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import shlex
-import statistics as pystats
+# json, csv, shlex and statistics are imported where used: most runs need
+# only the text, and each import is start-up time perfex pays on every run.
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -41,15 +38,27 @@ class EventResult:
 
     @property
     def count(self) -> float:
-        return pystats.fmean(self.runs) if len(self.runs) > 1 else self.runs[0]
+        if len(self.runs) == 1:
+            return self.runs[0]
+        import statistics as pystats
+
+        return pystats.fmean(self.runs)
 
     @property
     def stddev(self) -> float:
-        return pystats.stdev(self.runs) if len(self.runs) > 1 else 0.0
+        if len(self.runs) == 1:
+            return 0.0
+        import statistics as pystats
+
+        return pystats.stdev(self.runs)
 
     @property
     def fraction(self) -> float | None:
         known = [f for f in self.fractions if f is not None]
+        if len(known) == 1:
+            return float(known[0])
+        import statistics as pystats
+
         return pystats.fmean(known) if known else None
 
 
@@ -134,6 +143,8 @@ def statistics_lines(stats: Sequence[Statistic]) -> list[str]:
 
 
 def text(report: Report) -> str:
+    import shlex
+
     plan, machine = report.plan, report.machine
     lines = [f"Summary for execution of {shlex.join(report.command)}", ""]
     if plan.multiplexed:
@@ -183,6 +194,8 @@ def _number(value: float) -> float | int:
 
 
 def as_dict(report: Report) -> dict:
+    import statistics as pystats
+
     machine, plan = report.machine, report.plan
     events = []
     for r in sorted(report.events, key=lambda r: r.event.number):
@@ -224,6 +237,8 @@ def as_dict(report: Report) -> dict:
 
 
 def as_json(report: Report) -> str:
+    import json
+
     return json.dumps(as_dict(report), indent=2) + "\n"
 
 
@@ -235,6 +250,9 @@ CSV_FIELDS = (
 def as_csv(report: Report) -> str:
     """One row per event (scope ``total``), per process and event with -mp
     (scope = the pid), and per statistic with -y (scope ``statistic``)."""
+    import csv
+    import io
+
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
@@ -274,6 +292,8 @@ def event_list(machine: Machine, note: str = "") -> str:
 
 
 def event_list_json(machine: Machine) -> str:
+    import json
+
     from hwperfd.perfex.plan import cpu_events
 
     table = cpu_events(machine.cpu_type)

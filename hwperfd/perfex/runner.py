@@ -28,7 +28,6 @@ import re
 import signal
 import sys
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -137,11 +136,11 @@ class _Counting:
         counts, active, enabled = self._stopped_at
         self._stopped_at = None
         usage = self.counters.read_usage()
-        monitor = usage.fields.pu_cpu_mon
+        now_active = usage.active_ns
         for slot in range(SLOTS):
             self.raw[slot] += max(0, usage.counts[slot] - counts[slot])
-            self.active[slot] += max(0, monitor.cm_active_ns[slot] - active[slot])
-        self.enabled += max(0, monitor.cm_enabled_ns - enabled)
+            self.active[slot] += max(0, now_active[slot] - active[slot])
+        self.enabled += max(0, usage.enabled_ns - enabled)
 
 
 def run(
@@ -182,12 +181,12 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
     spawned = _spawn_inheriting(argv, plan, mount, old_mask, counted=not control)
     if spawned is None:
         return _run_forked(argv, plan, mount, control, forwarded, waited, old_mask, notice)
-    pid, generation = spawned
-    counters = None
+    pid, generation, counters = spawned
     status = None
     try:
         try:
-            counters = ProcessCounters(pid, mount=mount)
+            if counters is None:
+                counters = ProcessCounters(pid, mount=mount)
             counting = _Counting(counters, plan, notice)
             if not control:
                 counting.inherited(generation)
@@ -201,9 +200,10 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
     return _measurement(pid, status, counting, summary, comm)
 
 
-def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, int] | None:
-    """Spawn the command counted from birth (its pid and generation), or None
-    where perfex must fall back to forking and enabling the child."""
+def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, int, ProcessCounters | None] | None:
+    """Spawn the command counted from birth (its pid, generation and, when
+    already open, its file), or None where perfex must fall back to forking
+    and enabling the child."""
     generation = 0
     if counted:
         try:
@@ -226,10 +226,13 @@ def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, 
             # Served after hwperfd has applied the fork: the child keeps its copy.
             with ProcessCounters(mount=mount) as own:
                 own.release()
-    if counted and not _inherited(pid, mount, generation):
+    if not counted:
+        return pid, generation, None
+    inherited, child = _inherited(pid, mount, generation)
+    if not inherited:
         # No fork inheritance here: count from now on.
-        return pid, 0
-    return pid, generation
+        return pid, 0, child
+    return pid, generation, child
 
 
 def _system_mode(own: ProcessCounters) -> bool:
@@ -240,12 +243,17 @@ def _system_mode(own: ProcessCounters) -> bool:
     return False
 
 
-def _inherited(pid: int, mount: Path, generation: int) -> bool:
+def _inherited(pid: int, mount: Path, generation: int) -> tuple[bool, ProcessCounters | None]:
+    """Whether the command inherited counters of ``generation``, and its file
+    (kept open for the run: one open and look-up less)."""
     try:
-        with ProcessCounters(pid, mount=mount) as child:
-            return child.control()[0] == generation
+        child = ProcessCounters(pid, mount=mount)
     except OSError:
-        return False
+        return False, None
+    try:
+        return child.control()[0] == generation, child
+    except OSError:
+        return False, child
 
 
 def _spawn(argv: list[str], old_mask) -> int:
@@ -419,6 +427,8 @@ class Projected:
 
 
 def _scale(value: int, numerator: int, denominator: int) -> int:
+    from fractions import Fraction  # only -a scales: not imported on every run
+
     exact = Fraction(value * numerator, denominator)
     return int(exact + Fraction(1, 2))  # round half up; counts are non-negative
 

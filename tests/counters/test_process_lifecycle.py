@@ -391,3 +391,19 @@ def test_children_named_for_saving_that_never_counted_leave_the_set_when_they_ex
         life.apply([Exited(child, 100)])
         host.reap(child)
     assert kernel.saving(100) == frozenset()
+
+
+def test_a_bounded_sweep_takes_up_where_the_last_stopped_and_lets_go_of_every_unheard_end(kernel, life, host):
+    procs = [host.spawn(pid, 1) for pid in (100, 101, 102, 103, 104)]
+    for proc in procs:
+        kernel.enable(caller(proc), proc, cycles())
+    for pid in (101, 103, 104):
+        host.procs.pop(pid)  # ended, and no event said so
+    assert life.sweep(limit=2)[0] == 2  # 100, 101
+    assert not kernel.is_tracked(101) and kernel.is_tracked(103)
+    assert life.sweep(limit=2)[0] == 2  # 102, 103
+    assert not kernel.is_tracked(103) and kernel.is_tracked(104)
+    life.sweep(limit=2)  # 104, then round again
+    assert [pid for pid in (100, 101, 102, 103, 104) if kernel.is_tracked(pid)] == [100, 102]
+    checked, let_go = life.sweep()  # unbounded: everything kept
+    assert checked == len(kernel.known()) and let_go == 0

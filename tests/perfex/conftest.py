@@ -71,10 +71,11 @@ class PerfexRun:
     """perfex running a command whose processes each announce "counting PID"
     on stderr and wait for SIGUSR1."""
 
-    def __init__(self, mount, args, *, env=None, python=None, prefix=()):
+    def __init__(self, mount, args, *, env=None, python=None, prefix=(), command=None):
         self.mount = mount
+        perfex = command or [python or sys.executable, "-m", "hwperfd.perfex"]  # command: e.g. the launcher
         self.proc = subprocess.Popen(
-            [*prefix, python or sys.executable, "-m", "hwperfd.perfex", *map(str, args)],
+            [*prefix, *perfex, *map(str, args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env or mount.env(), cwd=ROOT,
         )  # fmt: skip
@@ -141,19 +142,22 @@ def perfex(manual_mount):
         run.kill()
 
 
-def run_perfex(mount, *args, env=None, timeout=30) -> subprocess.CompletedProcess:
+def run_perfex(mount, *args, env=None, timeout=30, command=None) -> subprocess.CompletedProcess:
     """perfex on a command that needs no driving (or none at all)."""
     return subprocess.run(
-        [sys.executable, "-m", "hwperfd.perfex", *map(str, args)],
+        [*(command or [sys.executable, "-m", "hwperfd.perfex"]), *map(str, args)],
         capture_output=True, text=True, env=env or mount.env(), cwd=ROOT, timeout=timeout,
     )  # fmt: skip
 
 
-def drive(perfex, args, command, user="10ms", system=None, env=None, mount=None) -> tuple[int, str, int]:
+def drive(
+    perfex, args, command, user="10ms", system=None, env=None, mount=None, launcher=None
+) -> tuple[int, str, int]:
     """perfex ARGS COMMAND, where COMMAND is one process that announces itself:
     give it USER (and SYSTEM) time, let it end.  (exit status, perfex's
-    report on stderr, the command's pid)."""
-    run = perfex(*args, *command, env=env, mount=mount)
+    report on stderr, the command's pid).  ``launcher``: how perfex is
+    started (default ``python3 -m hwperfd.perfex``)."""
+    run = perfex(*args, *command, env=env, mount=mount, command=launcher)
     (pid,) = run.announced()
     run.advance(pid, user, system)
     run.release(pid)
