@@ -167,6 +167,10 @@ class RealClock:
         times = processes.read_thread_cpu_times(pid, tid, self._thread_splits.get(tid))
         return None if times is None else (times.user_ns, times.system_ns)
 
+    def thread_split(self, tid: int) -> tuple[int, int] | None:
+        """The (utime, stime) ratio held for thread ``tid``, if any."""
+        return self._thread_splits.get(tid)
+
     def hold_thread_split(self, tid: int, held: bool) -> tuple[int, int] | None:
         """Split thread ``tid``'s time in its stat's ratio as of now until
         this is called again, as a reader of its state page splits it (the

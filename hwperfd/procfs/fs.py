@@ -479,11 +479,12 @@ class ProcFs(pyfuse3.Operations):
         path = self.state_pages.grant(ctx.tid, ctx.start, uid, self.vperfctr_pages, thread=True)
         return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
 
-    def _vperfctr_changed(self, tid: int | None) -> None:
+    def _vperfctr_changed(self, tid: int | None, caller: int = 0) -> None:
         """A vperfctr call may have changed what thread ``tid``'s page shows
-        (or ended it: unlinked, its last handle closed)."""
+        (or ended it: unlinked, its last handle closed); the thread's own call
+        (it waits for the answer) lets the page take its CPU time's split anew."""
         if tid is not None and self.state_pages is not None and tid in self.state_pages:
-            self.state_pages.publish(tid, self.vperfctr_pages)
+            self.state_pages.publish(tid, self.vperfctr_pages, resplit=caller == tid)
 
     async def flush(self, fh):
         # Nothing to flush, and answering ENOSYS makes the kernel stop sending
@@ -615,7 +616,7 @@ class ProcFs(pyfuse3.Operations):
                 reply = self.perfctr(fh, cmd, arg, data, pid, uid)
             finally:
                 if data or cmd in (perfctr_abi.VPERFCTR_IRESUME, perfctr_abi.VPERFCTR_UNLINK):
-                    self._vperfctr_changed(tid)  # reads leave a page as exact as it was
+                    self._vperfctr_changed(tid, pid)  # reads leave a page as exact as it was
             if data:
                 self._on_controls_changed()  # i-mode counters want the clock tick
             return reply

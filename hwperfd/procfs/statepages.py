@@ -178,6 +178,8 @@ class StatePages:
             else:
                 kind = structs.HWPERFD_STATE_CLOCK_THREAD if thread else structs.HWPERFD_STATE_CLOCK_PROCESS
             page = self._make(source, pid, start, uid, kind)
+            self._publish(page, resplit=True)  # the thread asks: it waits for the answer
+            return page.path
         self._publish(page)
         return page.path
 
@@ -215,11 +217,13 @@ class StatePages:
             if (pid is None or each == pid) and (source is None or owner == id(source))
         ]
 
-    def publish(self, pid: int | None = None, source: PageSource | None = None) -> None:
-        """Write the pages of context ``pid`` (every one if None) from their sources."""
+    def publish(self, pid: int | None = None, source: PageSource | None = None, *, resplit: bool = False) -> None:
+        """Write the pages of context ``pid`` (every one if None) from their sources.
+        ``resplit``: a thread's page takes its stat's user:system ratio anew,
+        which is safe only while the thread waits (its schedstat lags while it runs)."""
         for page in self._matching(pid, source):
             if self._pages.get((id(page.source), page.pid)) is page:
-                self._publish(page)
+                self._publish(page, resplit)
 
     def refresh(self) -> None:
         """The real clock's pace: pages of processes that used CPU time since
@@ -231,7 +235,7 @@ class StatePages:
             if total is not None and total != page.cpu_total:
                 self._publish(page)
 
-    def _publish(self, page: _Page) -> None:
+    def _publish(self, page: _Page, resplit: bool = False) -> None:
         pid, source = page.pid, page.source
         identity = source.identity(pid)
         if identity is None or (identity[0] and page.start and identity[0] != page.start):
@@ -247,8 +251,12 @@ class StatePages:
                 source.catch_up([pid])  # manual: the page shows the count itself
                 if page.clock == structs.HWPERFD_STATE_CLOCK_THREAD:
                     # Counted so far in the ratio the page showed; from here in
-                    # stat's ratio now, held for the daemon's reads too.
-                    ticks = self.clock.hold_thread_split(pid, True) or (0, 0)  # type: ignore[attr-defined]
+                    # stat's ratio now (if the thread waits for this request),
+                    # held for the daemon's reads too.  While the thread runs
+                    # its schedstat lags its own clock: a new ratio from that
+                    # point could take a later read below an earlier one.
+                    clock: Any = self.clock
+                    ticks = (clock.hold_thread_split(pid, True) if resplit else clock.thread_split(pid)) or (0, 0)
             else:
                 if self.clock.split_due(pid):  # type: ignore[attr-defined]
                     # The time so far is counted in the ratio the page showed;

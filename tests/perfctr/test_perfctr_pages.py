@@ -140,6 +140,10 @@ def test_real_clock_ioctl_reads_lie_between_page_reads_and_agree_when_the_thread
     path = until(proc, "self").split("=", 1)[1].strip()
     sandwich = fields(step(proc, "sandwich 200 1", "sandwich"))
     assert sandwich["served"] == 200 and sandwich["bad"] == 0
+    # pmc1 counting OS time too: the thread's user:system split, as the page holds it
+    assert step(proc, "control", "control") == "control ok\n"
+    sandwich = fields(step(proc, "sandwich 200 1", "sandwich"))
+    assert sandwich["served"] == 200 and sandwich["bad"] == 0
     # The thread waits for its next line: its CPU clock stands still.  The
     # page read at that clock equals what the daemon counts at the same clock.
     step(proc, "spin 30", "spun")
