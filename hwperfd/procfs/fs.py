@@ -542,6 +542,8 @@ class ProcFs(pyfuse3.Operations):
         if words[0] != "profile" or len(words) < 2:
             raise commands.CommandError("a process file takes: profile NAME [kind=rate ...]")
         self.kernel.set_profile(pid, WorkloadProfile.parse(" ".join(words[1:])))
+        if self.state_pages is not None:
+            self.state_pages.publish(source=self.vperfctr_pages)  # its threads' pages show the new rates
 
     def _control_command(self, words: list[str]) -> None:
         verb, args = words[0], words[1:]

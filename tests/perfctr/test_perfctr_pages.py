@@ -180,3 +180,4 @@ def test_the_per_user_cap_sends_further_threads_to_the_ioctl(one_page_each, perf
     assert until(proc, "second") == "second refused=EAGAIN\n"  # the user's one page is the first thread's
     step(proc, "join", "joined")
     finish(proc)
+
