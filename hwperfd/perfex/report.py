@@ -160,11 +160,22 @@ def statistics_lines(stats: Sequence[Statistic]) -> list[str]:
     ]
 
 
-def text(report: Report) -> str:
+# The characters shlex.quote leaves unquoted (its "safe" set, ASCII only).
+_SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
+
+
+def command_line(command: list[str]) -> str:
+    """``shlex.join(command)``, without importing shlex when no word needs quoting."""
+    if all(word and _SHELL_SAFE.issuperset(word) for word in command):
+        return " ".join(command)
     import shlex
 
+    return shlex.join(command)
+
+
+def text(report: Report) -> str:
     plan, machine = report.plan, report.machine
-    lines = [f"Summary for execution of {shlex.join(report.command)}", ""]
+    lines = [f"Summary for execution of {command_line(report.command)}", ""]
     if plan.multiplexed:
         lines.append(
             "Counts projected from multiplexed counting (-a): [n%] is the share of the run each event was counted."

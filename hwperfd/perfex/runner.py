@@ -217,7 +217,9 @@ def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, 
     generation = 0
     if counted:
         try:
-            with ProcessCounters(mount=mount) as own:
+            # fast=False: perfex does not read its own counters, so it needs
+            # no state page (one ioctl less, and no page for the daemon to make).
+            with ProcessCounters(mount=mount, fast=False) as own:
                 try:
                     generation = own.enable(plan.specs())
                 except OSError as exc:
@@ -234,7 +236,7 @@ def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, 
     finally:
         if counted:
             # Served after hwperfd has applied the fork: the child keeps its copy.
-            with ProcessCounters(mount=mount) as own:
+            with ProcessCounters(mount=mount, fast=False) as own:
                 own.release()
     if not counted:
         return pid, generation, None
