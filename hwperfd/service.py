@@ -95,6 +95,7 @@ class Daemon:
             clock=self.clock,
             mount=mount,
             threads=self.threads,
+            signal=self.signals.owe,
             on_time_moved=self._time_moved,
             catch_up_events=self._catch_up_events,
             on_controls_changed=self._wake_tick,

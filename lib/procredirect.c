@@ -7,7 +7,8 @@
  * to "$HWPERFD_MOUNT/<digits>" (default /run/hwperfd) instead, and IRIX's
  * "/proc/pinfo/<digits>" to "$HWPERFD_MOUNT/pinfo/<digits>".  Every other
  * path, including /proc/<pid>/stat and /proc/self, is untouched.  Opens of
- * exactly "/dev/pctr" (OpenBSD's pctr(4) device) go to "<mount>/pctr".
+ * exactly "/dev/pctr" (OpenBSD's pctr(4) device) go to "<mount>/pctr", and
+ * of "/dev/perfctr" (Linux perfctr's) to "<mount>/perfctr".
  *
  * It also carries IRIX's two pointer-carrying counter calls, PIOCENEVCTRSEX
  * and PIOCGETEVCTRLEX, on files of a FUSE mount: a FUSE server sees only the
@@ -57,6 +58,13 @@ static const char *redirect(const char *path, int flags, char *buf, size_t size)
     if (path != NULL && strcmp(path, "/dev/pctr") == 0) {
         /* OpenBSD's pctr(4) device (<machine/pctr.h> _PATH_PCTR). */
         if (snprintf(buf, size, "%s/pctr", mount_point()) >= (int)size)
+            return NULL;
+        return buf;
+    }
+    if (path != NULL && strcmp(path, "/dev/perfctr") == 0) {
+        /* Linux perfctr's device: libperfctr builds find the mount themselves,
+           programs that open it by name reach it here. */
+        if (snprintf(buf, size, "%s/perfctr", mount_point()) >= (int)size)
             return NULL;
         return buf;
     }
@@ -235,7 +243,7 @@ static struct {
     dev_t dev;
     ino_t ino;
     struct hwperfd_state_reader reader;
-} own = {-1, 0, 0, {NULL, 0, {0, 0}, {0, 0}}};
+} own = {-1, 0, 0, {NULL, 0, 0, {0, 0}, {0, 0}}};
 
 static void forget_page(void)
 {

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -14,6 +15,22 @@
 #include <unistd.h>
 
 #include "hwperfd/state.h"
+
+/* Forks seen in this process (a child's count is its parent's plus one): a
+ * reader mapped before a fork is the parent's page, and it costs less to
+ * compare than getpid(2), a system call on every read. */
+static unsigned forks;
+static pthread_once_t fork_hook = PTHREAD_ONCE_INIT;
+
+static void forked(void)
+{
+    forks++;
+}
+
+static void hook_forks(void)
+{
+    pthread_atfork(NULL, NULL, forked);
+}
 
 static void children_times(struct timeval *user, struct timeval *system)
 {
@@ -27,15 +44,22 @@ static void children_times(struct timeval *user, struct timeval *system)
 int hwperfd_state_open(int fd, struct hwperfd_state_reader *r)
 {
     hwperfd_statepage_t arg;
-    void *map;
-    int page_fd, err;
 
     memset(r, 0, sizeof *r);
     memset(&arg, 0, sizeof arg);
     if (ioctl(fd, HWPERFD_PIOCSTATEPAGE, &arg) < 0)
         return -1;
     arg.hp_path[sizeof arg.hp_path - 1] = '\0';
-    page_fd = open(arg.hp_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    return hwperfd_state_map(arg.hp_path, r);
+}
+
+int hwperfd_state_map(const char *path, struct hwperfd_state_reader *r)
+{
+    void *map;
+    int page_fd, err;
+
+    memset(r, 0, sizeof *r);
+    page_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (page_fd < 0)
         return -1;
     map = mmap(NULL, HWPERFD_STATE_SIZE, PROT_READ, MAP_SHARED, page_fd, 0);
@@ -52,6 +76,8 @@ int hwperfd_state_open(int fd, struct hwperfd_state_reader *r)
         return -1;
     }
     r->pid = getpid();
+    pthread_once(&fork_hook, hook_forks);
+    r->forks = __atomic_load_n(&forks, __ATOMIC_RELAXED);
     children_times(&r->children_user, &r->children_system);
     return 0;
 }
@@ -88,7 +114,7 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
     int gen;
     unsigned i, nslots;
 
-    if (p == NULL || r->pid != getpid() || n > HWPERFD_STATE_SLOTS) {
+    if (p == NULL || r->forks != __atomic_load_n(&forks, __ATOMIC_RELAXED) || n > HWPERFD_STATE_SLOTS) {
         errno = EAGAIN;
         return -1;
     }

@@ -18,8 +18,12 @@ ALLOWED = {
     "hwperfd.lograte": set(),
     # A personality's driver: decode, check in the original's order, call the counters.
     "hwperfd.pctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    "hwperfd.perfctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    # Solaris libcpc's kernel side, on the same footing as pctr.
+    "hwperfd.cpc": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     "hwperfd.procfs": {
-        "hwperfd.irix", "hwperfd.pctr", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte", "structs",
+        "hwperfd.irix", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.perfctr", "hwperfd.counters", "hwperfd.cpu",
+        "hwperfd.host", "hwperfd.lograte", "structs",
     },
     # Tools are clients: they speak to the mount, never to the daemon's insides.
     "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},
@@ -28,6 +32,8 @@ ALLOWED = {
     "hwperfd.client": {"structs"},
     # pctr(1) is a client of <mount>/pctr; it knows the models' event tables.
     "hwperfd.pctr.tool": {"hwperfd.cpu", "structs"},
+    # cputrack(1) and cpustat(1M) are clients of <mount>/cpc (libcpc's calls, from Python).
+    "hwperfd.cpc.tools": {"hwperfd.client", "structs"},
 }
 
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from typing import Mapping
 from math import lcm
 
 from hwperfd.counters.block import ControlBlock
 from hwperfd.counters.request import SLOTS
+from hwperfd.cpu.core import PmuCpu, decode, per_cycle
 from hwperfd.cpu.pmu import COUNTERS_PER_CPU, MODE_EXL, MODE_K, MODE_U, Cpu
 from hwperfd.cpu.profiles import WorkloadProfile
 
@@ -79,20 +81,43 @@ def rates(cpu: Cpu, block: ControlBlock, profile: WorkloadProfile) -> tuple[Slot
         if event is None:
             continue
         user, system = _per_ns(cpu.mhz, profile.rate(event.kind), profile.exl_share, control.mode)
-        if not user and not system:
-            continue
-        residue = Fraction(block._saved[slot].residue)
-        den = lcm(user.denominator, system.denominator, residue.denominator)
-        numbers = (
-            residue.numerator * (den // residue.denominator),
-            user.numerator * (den // user.denominator),
-            system.numerator * (den // system.denominator),
-        )
-        if den >= U64 or any(n >= U64 for n in numbers) or block.counts[slot] >= U64:
+        made = slot_rate(block.counts[slot], Fraction(block._saved[slot].residue), user, system)
+        if made is None:
             return None
-        out[slot] = (block.counts[slot], *numbers, den)
+        out[slot] = made
     assert len(out) == SLOTS
     return tuple(out)
+
+
+def slot_rate(count: int, residue: Fraction, per_user: Fraction, per_system: Fraction) -> SlotRate | None:
+    """A page's slot: over one denominator; None if a number does not fit 64 bits."""
+    if not per_user and not per_system:
+        return (count, 0, 0, 0, 0)
+    den = lcm(per_user.denominator, per_system.denominator, residue.denominator)
+    numbers = (
+        residue.numerator * (den // residue.denominator),
+        per_user.numerator * (den // per_user.denominator),
+        per_system.numerator * (den // per_system.denominator),
+    )
+    if den >= U64 or count >= U64 or any(not 0 <= n < U64 for n in numbers):
+        return None
+    return (count, *numbers, den)
+
+
+def register_rates(
+    cpu: PmuCpu, counter: int, rates: Mapping[str, Fraction], exl_share: Fraction
+) -> tuple[Fraction, Fraction]:
+    """Events per ns of user and of system time of one seed-002 counter
+    register as programmed (``PmuCpu.run``), for a per-thread personality's
+    pages: with the register's carried ``residue`` and its count, ``slot_rate``."""
+    selection = decode(cpu.model, counter, cpu.evntsel(counter))
+    if not selection.counts:
+        return Fraction(0), Fraction(0)
+    base = cpu.mhz / 1000 * per_cycle(selection, rates)
+    mips = cpu.model.control == "mips"
+    kernel = (1 - exl_share if mips else Fraction(1)) if selection.kernel else Fraction(0)
+    exl = exl_share if mips and selection.exl else Fraction(0)
+    return (base if selection.user else Fraction(0)), base * (kernel + exl)
 
 
 def split(total: int, ticks: tuple[int, int], tick_ns: int) -> tuple[int, int]:

@@ -102,6 +102,7 @@ class _Hooks:
     on_exec: Callable[[ThreadContext], bool] | None = None
     on_exit: Callable[[ThreadContext], None] | None = None
     on_overflow: Callable[[ThreadContext, int], None] | None = None
+    on_inherited: Callable[[ThreadContext], None] | None = None
 
 
 @dataclass
@@ -142,8 +143,12 @@ class ThreadTable:
         on_exec: Callable[[ThreadContext], bool] | None = None,
         on_exit: Callable[[ThreadContext], None] | None = None,
         on_overflow: Callable[[ThreadContext, int], None] | None = None,
+        on_inherited: Callable[[ThreadContext], None] | None = None,
     ) -> None:
-        self._hooks[service] = _Hooks(inherit, on_exec, on_exit, on_overflow)
+        """``on_inherited(ctx)`` runs on a context ``inherit`` just gave a new
+        thread, before any of its time is counted: the service programs the
+        new thread's counters (libcpc presets them, and may owe a signal)."""
+        self._hooks[service] = _Hooks(inherit, on_exec, on_exit, on_overflow, on_inherited)
 
     # -- contexts --------------------------------------------------------------
 
@@ -290,10 +295,13 @@ class ThreadTable:
                 creators[ctx.service] = (ctx, data)
         for service, (ctx, data) in creators.items():
             try:
-                self.attach(service, event.pid, event.tid, ctx.owner, data)
+                new = self.attach(service, event.pid, event.tid, ctx.owner, data)
             except (LookupError, CountersLimit):
                 continue  # the thread is gone already, or its owner has all they may
             made += 1
+            hooks = self._hooks.get(service)
+            if hooks is not None and hooks.on_inherited is not None:
+                hooks.on_inherited(new)
         return made
 
     def _execed(self, pid: int) -> int:

@@ -408,8 +408,11 @@ MODELS: Mapping[str, CpuModel] = MappingProxyType(
         # is decreased to 40 bits".
         "amd": CpuModel("amd", "AMD Athlon 64 / Opteron (K8)", "amd64", "AuthenticAMD", 2200,
                         4, 48, 40, "x86", _AMD),
+        # us234_pcbe.c: UltraSPARC I&II raise no overflow interrupt (the PCBE
+        # clears CPC_CAP_OVERFLOW_INTERRUPT) and cannot tell which PIC overflowed.
         "ultrasparc": CpuModel("ultrasparc", "Sun UltraSPARC II (2 PICs)", "sparc64", "Sun", 400,
-                               2, 32, 32, "sparc", _SPARC),
+                               2, 32, 32, "sparc", _SPARC, overflow_interrupt=False,
+                               overflow_identified=False),
     }
 )
 

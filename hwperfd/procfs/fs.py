@@ -19,7 +19,7 @@ from typing import Callable
 import pyfuse3
 
 from hwperfd.counters.errors import CounterError
-from hwperfd.counters.kernel import CounterKernel, ptrace_readable
+from hwperfd.counters.kernel import CounterKernel, Signal, ptrace_readable
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
 from hwperfd.irix.calls import IoctlCall
@@ -31,6 +31,8 @@ from hwperfd.irix.syssgi import SyssgiIoctls
 from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.pctr.device import PctrDevice
+from hwperfd.cpc.device import Caller, CpcDevice
+from hwperfd.perfctr.driver import PerfctrDevice
 from hwperfd.procfs import commands, pinfo, statepages
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.listing import Listing
@@ -56,6 +58,10 @@ CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
 PCTR_NAME = b"pctr"  # OpenBSD's /dev/pctr (hwperfd.pctr)
 PCTR_INODE = 1 << 31  # above any pid's inode, below pinfo's (1 << 32 and up)
+CPC_NAME = b"cpc"  # Solaris libcpc's kernel side (hwperfd.cpc)
+CPC_INODE = PCTR_INODE + 1
+PERFCTR_NAME = b"perfctr"  # Linux perfctr's /dev/perfctr and vperfctr files (hwperfd.perfctr)
+PERFCTR_INODE = PCTR_INODE + 2
 
 
 def pid_name(pid: int) -> bytes:
@@ -117,6 +123,7 @@ class ProcFs(pyfuse3.Operations):
         clock,
         mount: str,
         threads: ThreadTable | None = None,
+        signal: Callable[[Signal], None] = lambda owed: None,
         on_time_moved: Callable[[int], None] = lambda pid: None,
         catch_up_events: Callable[[int | None], None] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
@@ -134,6 +141,13 @@ class ProcFs(pyfuse3.Operations):
         self._syssgi_ioctls = SyssgiIoctls(kernel)
         self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
+        self.perfctr = PerfctrDevice(
+            kernel.cpus, clock, self.threads, lambda: kernel.default_profile,
+            process_times=clock.process_times, profile=kernel.profile,
+        )  # fmt: skip
+        self.cpc = CpcDevice(kernel.cpus, clock, self.threads, profile=lambda: kernel.default_profile,
+                             tgid_of=processes.thread_group, thread_start=processes.read_thread_start,
+                             process_start=processes.read_start, may_control=self._may_control, signal=signal)
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
@@ -170,6 +184,10 @@ class ProcFs(pyfuse3.Operations):
             return self._attrs(CONTROL_INODE)
         if name == PCTR_NAME:
             return self._attrs(PCTR_INODE)
+        if name == PERFCTR_NAME:
+            return self._attrs(PERFCTR_INODE)
+        if name == CPC_NAME:
+            return self._attrs(CPC_INODE)
         if name in (b".", b".."):
             return self._attrs(pyfuse3.ROOT_INODE)
         pid = parse_pid(name)
@@ -206,8 +224,11 @@ class ProcFs(pyfuse3.Operations):
             # and text commands need the write permission only root has.
             entry.st_mode = stat.S_IFREG | 0o644
             stamp = self._started
-        elif inode == PCTR_INODE:
-            entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr
+        elif inode in (PCTR_INODE, PERFCTR_INODE):
+            entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr and /dev/perfctr
+            stamp = self._started
+        elif inode == CPC_INODE:
+            entry.st_mode = stat.S_IFREG | 0o644  # anyone counts; each call checks its own rights
             stamp = self._started
         else:
             owner = processes.read_owner(inode - _PID_BASE)
@@ -228,7 +249,8 @@ class ProcFs(pyfuse3.Operations):
     async def readdir(self, fh, start_id, token):
         if fh == pinfo.DIR_INODE:
             return await self._pinfo.readdir(start_id, token)
-        # Offsets: 1 after the control node, 2 after pinfo, 3 after pctr, pid + 3 after a pid.
+        # Offsets: 1 after the control node, 2 after pinfo, 3 after pctr, 4 after cpc, 5 after perfctr,
+        # pid + 5 after a pid.
         if start_id < 1:
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
                 return
@@ -238,14 +260,20 @@ class ProcFs(pyfuse3.Operations):
         if start_id < 3:
             if not pyfuse3.readdir_reply(token, PCTR_NAME, self._attrs(PCTR_INODE), 3):
                 return
+        if start_id < 4:
+            if not pyfuse3.readdir_reply(token, CPC_NAME, self._attrs(CPC_INODE), 4):
+                return
+        if start_id < 5:
+            if not pyfuse3.readdir_reply(token, PERFCTR_NAME, self._attrs(PERFCTR_INODE), 5):
+                return
         # One listing of /proc and its owners serve every page (listing.py);
         # the kernel may keep each entry for one lifetime.
         attrs = self._attrs(PCTR_INODE)  # a process file's type and times; reused per entry
         attrs.st_mode = stat.S_IFREG | 0o600  # IRIX /proc: mode 0600 to the real user
-        for pid, uid, gid, timeout in self.listing.entries(start_id - 3, fresh=start_id == 0):
+        for pid, uid, gid, timeout in self.listing.entries(start_id - 5, fresh=start_id == 0):
             attrs.st_ino, attrs.st_uid, attrs.st_gid = pid + _PID_BASE, uid, gid
             attrs.entry_timeout = attrs.attr_timeout = timeout
-            if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 3):
+            if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 5):
                 return
 
     async def releasedir(self, fh):
@@ -266,7 +294,7 @@ class ProcFs(pyfuse3.Operations):
         if pinfo.owns(inode):
             self._pinfo.attrs(inode)  # ENOENT if the process is gone
             handle = Handle(inode)
-        elif inode in (CONTROL_INODE, PCTR_INODE):
+        elif inode in (CONTROL_INODE, PCTR_INODE, CPC_INODE, PERFCTR_INODE):
             handle = Handle(inode)
         else:
             # Fresh facts, whatever owner a listing let the kernel check against.
@@ -295,6 +323,11 @@ class ProcFs(pyfuse3.Operations):
             self._per_user[ctx.uid] += 1
         self._open_files[(pid, info.start)] += 1
         return Handle(inode, pid, info.start, pidfd, ctx.uid, ctx.gid, ctx.pid)
+
+    def _may_control(self, uid: int, gid: int, caller: int, pid: int) -> bool:
+        """cpc_bind_pctx: who may count another process's LWPs is who may open its process file."""
+        info = processes.read_process(pid)
+        return info is not None and self._may_read(uid, gid, processes.thread_group(caller) or caller, info)
 
     @staticmethod
     def _may_read(uid: int, gid: int, opener: int, info: processes.ProcessInfo) -> bool:
@@ -384,8 +417,8 @@ class ProcFs(pyfuse3.Operations):
         try:
             lines = commands.parse_lines(buf)
             for words in lines:
-                if inode == PCTR_INODE:
-                    raise commands.CommandError("pctr takes ioctls, not commands")
+                if inode in (PCTR_INODE, CPC_INODE, PERFCTR_INODE):
+                    raise commands.CommandError("pctr, cpc and perfctr take ioctls, not commands")
                 if inode == CONTROL_INODE:
                     self._control_command(words)
                 else:
@@ -432,9 +465,13 @@ class ProcFs(pyfuse3.Operations):
 
     async def release(self, fh):
         self._writable.discard(fh)
+        self.perfctr.release(fh)
         handle = self._handles.pop(fh, None)
         if handle is None:
             return
+        if handle.inode == CPC_INODE:
+            self.cpc.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
+            self.changed()
         self._hold(handle, None)
         if handle.pidfd >= 0:
             os.close(handle.pidfd)
@@ -461,6 +498,10 @@ class ProcFs(pyfuse3.Operations):
             )
         if handle.inode == PCTR_INODE:
             return self.pctr.describe()
+        if handle.inode == PERFCTR_INODE:
+            return self.perfctr.describe()
+        if handle.inode == CPC_INODE:
+            return self.cpc.describe()
         info = processes.read_process(handle.pid)
         comm = info.comm if info is not None and info.start == handle.start else "exited"
         return process_summary(handle.pid, comm, self.kernel, handle.start)
@@ -534,6 +575,18 @@ class ProcFs(pyfuse3.Operations):
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
         if ino == PCTR_INODE:
             return self.pctr(cmd, data, pid, fh in self._writable)
+        if ino == PERFCTR_INODE:
+            self._catch_up_events(None)
+            reply = self.perfctr(fh, cmd, arg, data, pid, uid)
+            if data:
+                self._on_controls_changed()  # i-mode counters want the clock tick
+            return reply
+        if ino == CPC_INODE:
+            self._catch_up_events(None)
+            reply = self.cpc(cmd, data, Caller(pid, uid, gid, fh))
+            self.changed()  # the node's page shows the bindings
+            self._on_controls_changed()  # a bind may arm overflow interrupts: the tick looks again
+            return reply
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         if pinfo.owns(ino):
             self._catch_up_events(None)

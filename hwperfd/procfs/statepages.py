@@ -30,10 +30,9 @@ import stat
 import struct
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Iterable, Protocol
 
 import structs
-from hwperfd.counters.kernel import CounterKernel
 from hwperfd.counters.snapshot import Snapshot
 from hwperfd.host import processes
 
@@ -52,11 +51,26 @@ _BODY_OFFSET = 12  # hs_flags onwards
 _SIZE = structs.HWPERFD_STATE_SIZE
 
 
+class PageSource(Protocol):
+    """A personality's counting contexts, as pages show them (IRIX's
+    ``CounterKernel``; a per-thread personality keys them by thread id)."""
+
+    def snapshot(self, pid: int) -> Snapshot | None: ...
+
+    def identity(self, pid: int) -> tuple[int, Any] | None: ...  # (start, ...) of the context's process
+
+    def is_counting(self, pid: int) -> bool: ...
+
+    def catch_up(self, pids: Iterable[int] | None = None) -> None: ...
+
+
 @dataclass
 class _Page:
-    pid: int
+    source: PageSource
+    pid: int  # the context: a process, or a thread (hs_pid)
     start: int
     uid: int
+    clock: int  # hs_clock
     path: str
     fd: int
     map: mmap.mmap
@@ -96,9 +110,13 @@ def _prepare(path: str) -> None:
 
 
 class StatePages:
+    """The pages of every counting context that asked for one.  ``kernel`` is
+    IRIX's; another personality passes its own ``source`` to ``grant`` and
+    calls ``publish``/``retire`` with it (README, Self-monitoring)."""
+
     def __init__(
         self,
-        kernel: CounterKernel,
+        kernel: PageSource,
         clock: object,
         root: str,
         mount: str,
@@ -109,7 +127,7 @@ class StatePages:
         self.clock = clock
         self.per_user = per_user
         self._must_ask = must_ask  # reads of this pid must reach the daemon (an armed fault)
-        self._pages: dict[int, _Page] = {}
+        self._pages: dict[tuple[int, int], _Page] = {}  # (id of the source, context) -> page
         self._per_user: Counter[int] = Counter()
         _prepare(root)
         self.dir = os.path.join(root, hashlib.sha256(os.path.realpath(mount).encode()).hexdigest()[:16])
@@ -117,12 +135,11 @@ class StatePages:
         for name in os.listdir(self.dir):  # a crashed daemon's pages
             os.unlink(os.path.join(self.dir, name))
         self._real = getattr(clock, "name", "") == "real"
-        self._clock_kind = structs.HWPERFD_STATE_CLOCK_PROCESS if self._real else structs.HWPERFD_STATE_CLOCK_MANUAL
 
     @classmethod
     def create(
         cls,
-        kernel: CounterKernel,
+        kernel: PageSource,
         clock: object,
         root: str,
         mount: str,
@@ -141,26 +158,30 @@ class StatePages:
 
     # -- the ioctl ---------------------------------------------------------------
 
-    def grant(self, pid: int, start: int, uid: int) -> str:
-        """The path of ``pid``'s page, made if need be and owned by ``uid``
-        (the caller, who has been checked to be the process itself)."""
-        page = self._pages.get(pid)
+    def grant(self, pid: int, start: int, uid: int, source: PageSource | None = None, *, thread: bool = False) -> str:
+        """The path of the page of context ``pid`` (a thread's id if
+        ``thread``), made if need be and readable by ``uid``: the caller,
+        whom the ioctl has checked to be the context's own process."""
+        source = source or self.kernel
+        key = (id(source), pid)
+        page = self._pages.get(key)
         if page is not None and page.start != start:
-            self.retire(pid)
+            self.retire(pid, source)
             page = None
         if page is None:
-            if self.kernel.snapshot(pid) is None or not self._counting(pid):
+            if source.snapshot(pid) is None or not source.is_counting(pid):
                 raise OSError(errno.EINVAL, f"pid {pid} is not counting")
             if self._per_user[uid] >= self.per_user:
                 raise OSError(errno.EAGAIN, f"uid {uid} has {self.per_user} state pages")
-            page = self._make(pid, start, uid)
-        self.publish(pid)
+            if not self._real:
+                kind = structs.HWPERFD_STATE_CLOCK_MANUAL
+            else:
+                kind = structs.HWPERFD_STATE_CLOCK_THREAD if thread else structs.HWPERFD_STATE_CLOCK_PROCESS
+            page = self._make(source, pid, start, uid, kind)
+        self._publish(page)
         return page.path
 
-    def _counting(self, pid: int) -> bool:
-        return self.kernel.is_counting(pid)
-
-    def _make(self, pid: int, start: int, uid: int) -> _Page:
+    def _make(self, source: PageSource, pid: int, start: int, uid: int, kind: int) -> _Page:
         path = os.path.join(self.dir, secrets.token_hex(16))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
         try:
@@ -172,40 +193,49 @@ class StatePages:
             os.close(fd)
             os.unlink(path)
             raise
-        page = _Page(pid, start, uid, path, fd, mapped)
-        self._pages[pid] = page
+        page = _Page(source, pid, start, uid, kind, path, fd, mapped)
+        self._pages[(id(source), pid)] = page
         self._per_user[uid] += 1
-        if self._real:
+        if kind == structs.HWPERFD_STATE_CLOCK_PROCESS:
             self.clock.hold_split(pid, True)  # type: ignore[attr-defined]
         return page
 
     # -- keeping pages current ---------------------------------------------------
 
     def __contains__(self, pid: int) -> bool:
-        return pid in self._pages
+        return any(key[1] == pid for key in self._pages)
 
     def __len__(self) -> int:
         return len(self._pages)
 
-    def publish(self, pid: int | None = None) -> None:
-        """Write ``pid``'s page (every page if None) from the kernel's state."""
-        for each in list(self._pages) if pid is None else [pid]:
-            if each in self._pages:
-                self._publish(self._pages[each])
+    def _matching(self, pid: int | None, source: PageSource | None) -> list[_Page]:
+        return [
+            page
+            for (owner, each), page in list(self._pages.items())
+            if (pid is None or each == pid) and (source is None or owner == id(source))
+        ]
+
+    def publish(self, pid: int | None = None, source: PageSource | None = None) -> None:
+        """Write the pages of context ``pid`` (every one if None) from their sources."""
+        for page in self._matching(pid, source):
+            if self._pages.get((id(page.source), page.pid)) is page:
+                self._publish(page)
 
     def refresh(self) -> None:
         """The real clock's pace: pages of processes that used CPU time since
         last written take stat's user:system ratio anew."""
         for page in list(self._pages.values()):
+            if page.clock != structs.HWPERFD_STATE_CLOCK_PROCESS:
+                continue
             total = processes.read_cpu_total(page.pid)
             if total is not None and total != page.cpu_total:
                 self._publish(page)
 
     def _publish(self, page: _Page) -> None:
-        pid = page.pid
-        identity = self.kernel.identity(pid)
+        pid, source = page.pid, page.source
+        identity = source.identity(pid)
         if identity is None or (identity[0] and page.start and identity[0] != page.start):
-            self.retire(pid)
+            self.retire(pid, source)
             return
         # Readers wait from before the catch-up reads the process's clock: one
         # that read the old page and then its clock read it before that.
@@ -213,23 +243,23 @@ class StatePages:
         data = None
         try:
             ticks = (0, 0)
-            if not self._real:
-                self.kernel.catch_up([pid])  # the page shows the count itself
+            if page.clock != structs.HWPERFD_STATE_CLOCK_PROCESS:
+                source.catch_up([pid])  # manual: the page shows the count itself
             else:
                 if self.clock.split_due(pid):  # type: ignore[attr-defined]
                     # The time so far is counted in the ratio the page showed;
                     # the next stretch in stat's ratio now (RealClock.hold_split).
-                    self.kernel.catch_up([pid])
+                    source.catch_up([pid])
                     page.cpu_total = processes.read_cpu_total(pid) or page.cpu_total
                     self.clock.refresh_split(pid)  # type: ignore[attr-defined]
                 ticks = self.clock.split_of(pid) or (0, 0)  # type: ignore[attr-defined]
-            snapshot = self.kernel.snapshot(pid)
-            if snapshot is not None and self._counting(pid):
+            snapshot = source.snapshot(pid)
+            if snapshot is not None and source.is_counting(pid):
                 data = self._contents(page, snapshot, ticks)
         finally:
             self._end(page, data)
         if data is None:
-            self.retire(pid)
+            self.retire(pid, source)
 
     def _contents(self, page: _Page, snapshot: Snapshot, ticks: tuple[int, int]) -> bytes:
         fallback = snapshot.fallback or self._must_ask(page.pid)
@@ -242,7 +272,7 @@ class StatePages:
             len(snapshot.slots),
             0,
             flags,
-            self._clock_kind,
+            page.clock,
             snapshot.generation,
             snapshot.seen[0],
             snapshot.seen[1],
@@ -271,16 +301,20 @@ class StatePages:
 
     # -- pages going ---------------------------------------------------------------
 
-    def retire(self, pid: int) -> None:
-        """The page goes: marked dead for whoever has it mapped, then unlinked."""
-        page = self._pages.pop(pid, None)
-        if page is None:
+    def retire(self, pid: int, source: PageSource | None = None) -> None:
+        """Context ``pid``'s pages (of every source if None) go: marked dead for
+        whoever has them mapped, then unlinked."""
+        for page in self._matching(pid, source):
+            self._retire(page)
+
+    def _retire(self, page: _Page) -> None:
+        if self._pages.pop((id(page.source), page.pid), None) is None:
             return
         self._per_user[page.uid] -= 1
         if not self._per_user[page.uid]:
             del self._per_user[page.uid]
-        if self._real:
-            self.clock.hold_split(pid, False)  # type: ignore[attr-defined]
+        if page.clock == structs.HWPERFD_STATE_CLOCK_PROCESS:
+            self.clock.hold_split(page.pid, False)  # type: ignore[attr-defined]
         try:
             flags = structs.HWPERFD_STATE_DEAD | structs.HWPERFD_STATE_FALLBACK
             self._begin(page)
@@ -294,8 +328,8 @@ class StatePages:
                 pass
 
     def close(self) -> None:
-        for pid in list(self._pages):
-            self.retire(pid)
+        for page in list(self._pages.values()):
+            self._retire(page)
         try:
             os.rmdir(self.dir)
         except OSError as exc:

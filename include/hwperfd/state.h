@@ -85,12 +85,17 @@ typedef struct hwperfd_statepage {
 struct hwperfd_state_reader {
     const volatile struct hwperfd_state *page; /* NULL: none, read through the ioctl */
     pid_t pid;                                 /* the process that mapped it */
+    unsigned forks;                            /* forks seen by then (a forked child reads through the ioctl) */
     struct timeval children_user, children_system; /* RUSAGE_CHILDREN at the last ioctl */
 };
 
 /* Map the page of the process whose file `fd` is (the caller's own, after it
  * enabled counting): 0, or -1 with errno (the reader is then empty). */
 int hwperfd_state_open(int fd, struct hwperfd_state_reader *r);
+
+/* Map the page at `path` (what a personality's own ioctl told the process):
+ * 0, or -1 with errno. */
+int hwperfd_state_map(const char *path, struct hwperfd_state_reader *r);
 
 /* Unmap; the reader is empty afterwards. */
 void hwperfd_state_close(struct hwperfd_state_reader *r);

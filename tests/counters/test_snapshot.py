@@ -199,3 +199,80 @@ def test_a_page_goes_with_its_process_and_the_cap_is_per_user(pages):
     assert refused.value.errno == 11  # EAGAIN
     other = store.grant(PID + 1, 0, 1000)  # another user's cap is its own
     assert os.stat(other).st_uid == 0 and os.stat(other).st_mode & 0o777 == 0o440
+
+
+def test_another_personality_publishes_its_own_pages_beside_irixs(pages):
+    """A second source (here another kernel, standing for a per-thread
+    personality) gets pages of its own for the same id, under the same cap."""
+    store, kernel, ledger, pid = pages
+    other, other_ledger = counting({0: spec_word(0, HWPERF_CNTEN_U)}, mhz=300)
+    other_ledger.run(pid, 0)
+    other.enable(Caller(pid, 0, 0, pid), Proc(pid), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}))
+    mine, theirs = store.grant(pid, 0, 0), store.grant(pid, 0, 0, other, thread=True)
+    assert mine != theirs and len(store) == 2
+    other_ledger.run(pid, 1_000_000)
+    store.publish(pid, other)
+    page = structs.hwperfd_state_t.parse(open(theirs, "rb").read())
+    assert page.hs_slots[0].count == 300_000 and page.hs_pid == pid
+    store.retire(pid, other)
+    assert os.path.exists(mine) and not os.path.exists(theirs)
+    with pytest.raises(OSError):  # the cap (2) counts every source's pages
+        store.grant(pid, 0, 0, other)
+        store.grant(PID, 0, 0)
+        store.grant(PID, 0, 0, other)
+
+
+def test_pages_are_off_unless_the_directory_is_roots_own(tmp_path):
+    kernel, ledger = counting({0: spec_word(0, HWPERF_CNTEN_U)})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere)
+    assert StatePages.create(kernel, ledger, str(tmp_path / "link"), "/mnt/x", 2) is None
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    assert StatePages.create(kernel, ledger, str(theirs), "/mnt/x", 2) is None
+    assert StatePages.create(kernel, ledger, "", "/mnt/x", 2) is None  # --state-dir ''
+
+
+def test_a_crashed_daemons_pages_are_cleared_at_start(tmp_path):
+    kernel, ledger = counting({0: spec_word(0, HWPERF_CNTEN_U)})
+    first = StatePages(kernel, ledger, str(tmp_path / "state"), "/mnt/x", 2)
+    path = first.grant(PID, 0, 0)  # and never closed
+    second = StatePages(kernel, ledger, str(tmp_path / "state"), "/mnt/x", 2)
+    assert not os.path.exists(path) and second.dir == first.dir
+    assert oct(os.stat(second.dir).st_mode & 0o777) == oct(0o711)
+    second.close()
+    assert not os.path.exists(second.dir)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    model=st.sampled_from(["r10000", "intel"]),
+    select=st.sampled_from([0x8, 0x2, 0x1, 0xB]),
+    bursts=st.lists(st.tuples(st.integers(0, 10**8), st.integers(0, 10**8)), min_size=1, max_size=6),
+)
+def test_a_seed_002_register_extrapolates_like_its_runs(model, select, bursts):
+    """What a per-thread personality publishes: a core register's rates."""
+    from hwperfd.counters.snapshot import register_rates, slot_at, slot_rate
+    from hwperfd.cpu.core import MIPS_EVENT_SHIFT, X86_EN, X86_OS, X86_USR, PmuCpu
+    from hwperfd.cpu.models import MODELS
+    from hwperfd.cpu.profiles import PROFILE_RATES
+
+    cpu = PmuCpu(0, MODELS[model], Fraction(195))
+    if model == "intel":  # cycles (0x3c) in user and/or OS mode
+        evntsel = 0x3C | X86_EN | (X86_USR if select & 0x8 else 0) | (X86_OS if select & 0x3 else 0)
+    else:  # graduated instructions (event 15 on counter 0), U/K/EXL as chosen
+        evntsel = (15 << MIPS_EVENT_SHIFT) | select
+    cpu.program(0, evntsel)
+    rates, exl = PROFILE_RATES["balanced"], Fraction(1, 10)
+    cpu.run(1234, 567, rates, exl)  # a residue carried into the snapshot
+    user, system = register_rates(cpu, 0, rates, exl)
+    assert user + system > 0
+    slot = slot_rate(cpu.total(0), cpu._regs[0].residue, user, system)
+    assert slot is not None
+    du = ds = 0
+    for u, s in bursts:
+        cpu.run(u, s, rates, exl)
+        du, ds = du + u, ds + s
+        assert slot_at(slot, du, ds) == cpu.total(0)

@@ -427,5 +427,9 @@ def test_a_thread_has_its_own_start_cpu_time_and_pidfd():
     finally:
         done.set()
         thread.join()
+    # join() returns as Python's thread ends; the kernel's task goes a moment later.
+    deadline = _time.monotonic() + 10
+    while hp.read_thread_start(pid, tid) is not None and _time.monotonic() < deadline:
+        _time.sleep(0.001)
     assert hp.read_thread_start(pid, tid) is None
     assert hp.read_thread_cpu_times(pid, tid) is None

@@ -70,6 +70,8 @@ def build(prefix: Path, directory: Path, command: str) -> None:
 def test_install_puts_every_part_under_the_prefix(prefix):
     assert {p.name for p in (prefix / "lib").iterdir() if p.is_file()} == {
         "libperfex.so", "libperfex.a", "libhwperf.so", "libhwperf.a", "libpctr.so", "libpctr.a",
+        "libperfctr.so", "libperfctr.a",
+        "libcpc.so", "libcpc.a",
     }  # fmt: skip
     headers = prefix / "include" / "hwperfd"
     assert sorted(str(p.relative_to(headers)) for p in headers.rglob("*.h")) == sorted(

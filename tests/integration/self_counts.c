@@ -4,6 +4,7 @@
  *                        sends it to the mount), then PIOCGETEVCTRS
  *   self_counts spin N   the same, spinning N ms of CPU time between reads,
  *                        and printing each read's cycles
+ *   self_counts fork     the same, but a forked child reads (the parent's file)
  *
  * Without "spin" the region is "wait for SIGUSR1" (after saying "counting
  * PID" on stderr), so a test can advance the manual clock in between. */
@@ -16,6 +17,7 @@
 #include <sys/procfs.h>
 #include <sys/hwperftypes.h>
 #include <sys/hwperfmacros.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +69,14 @@ int main(int argc, char **argv)
     fprintf(stderr, "counting %d\n", (int)getpid());
     fflush(stderr);
     sigwait(&usr1, &sig);
+    if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+        int status;
+        pid_t child = fork();
+        if (child > 0) {
+            waitpid(child, &status, 0);
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+        }
+    }
     gen = ioctl(fd, PIOCGETEVCTRS, &counts);
     if (gen < 0) {
         perror("PIOCGETEVCTRS");

@@ -16,8 +16,8 @@ import structs
 def test_root_lists_live_processes_as_padded_pids(manual_mount):
     names = os.listdir(manual_mount.path)
     assert f"{os.getpid():05d}" in names
-    assert "control" in names and "pinfo" in names and "pctr" in names
-    assert all(n in ("control", "pinfo", "pctr") or (n.isdigit() and len(n) >= 5) for n in names)
+    assert "control" in names and "pinfo" in names and "pctr" in names and "cpc" in names and "perfctr" in names
+    assert all(n in ("control", "pinfo", "pctr", "cpc", "perfctr") or (n.isdigit() and len(n) >= 5) for n in names)
 
 
 def test_lookup_accepts_padded_and_unpadded_pids(manual_mount):

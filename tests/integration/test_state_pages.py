@@ -356,6 +356,12 @@ def test_the_shim_answers_piocgetevctrs_on_ones_own_file_from_the_page(manual_mo
     assert int(out["c0"]) == 7 * CYCLES_PER_MS and int(out["c16"]) == 7 * CYCLES_PER_MS // 100
 
 
+def test_a_forked_child_does_not_read_its_parents_page(manual_mount, self_counts, tmp_path):
+    out, sent = waiting([self_counts, "fork"], manual_mount, tmp_path, "7ms")
+    assert sent == 1  # the child's read went to the daemon (on its parent's file, as before)
+    assert int(out["c0"]) == 7 * CYCLES_PER_MS
+
+
 def test_without_pages_the_shim_asks_the_daemon(shared_tmp, self_counts, tmp_path):
     with running_hwperfd(
         shared_tmp / "mnt-nopages", shared_tmp / "nopages.log", "--clock", "manual", "--mhz", "200", "--state-dir", ""

@@ -1,0 +1,660 @@
+"""``<mount>/perfctr``: Linux perfctr 2.6's /dev/perfctr and vperfctr files
+(drivers/perfctr/{init,virtual,global}.c) on the emulated PMU.
+
+One node serves both.  An open handle is /dev/perfctr until ``VPERFCTR_ATTACH``
+binds it to a thread's virtual perfctr (what VPERFCTR_CREAT/OPEN did by
+returning a new descriptor); from then on it is that vperfctr's file, which
+may be passed to another process (perfex hands it to its parent).
+
+Virtual perfctrs (one per thread, ``Vperfctr``) each run a private
+``PmuCpu``: the thread's view of the counters, fed with the thread's CPU
+time at the workload profile's rates.  Their TSC runs while the thread runs
+(perfctr samples the TSC at every switch in and out), so it is the thread's
+CPU time in cycles.  Global mode (``GlobalPerfctr``) programs each emulated
+CPU's shared hardware and holds the machine's reservation while started.
+
+The driver's rules, in its order, are kept in the handlers; the errnos are
+in ``ERRNO``, mapped once in ``PerfctrDevice.__call__``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from hwperfd.counters.errors import CountersLimit
+from hwperfd.counters.threads import ThreadContext, ThreadTable
+from hwperfd.cpu.core import CpuState, PmuCpu, identify_overflow, ireload, resume, sample, suspend
+from hwperfd.cpu.pmu import CpuSet
+from hwperfd.cpu.profiles import WorkloadProfile
+from hwperfd.host import tasks
+from hwperfd.perfctr import control as ctl
+from structs import perfctr as abi
+
+log = logging.getLogger(__name__)
+
+SERVICE = "perfctr"  # its name in the per-thread contexts
+GLOBAL_SERVICE = "perfctr-global"  # global mode's name in the reservation
+VIRTUAL_SERVICE = "perfctr-virtual"  # what global mode is told while vperfctrs exist
+MIN_INTERVAL_USEC = 10000  # gperfctr_start: a sampling interval below 10 ms is EINVAL
+#: si_value of an overflow signal the daemon queues: this tag in the high 32
+#: bits, the overflown-counter mask in the low 32 (libperfctr re-raises it
+#: with si_code SI_PMC_OVF).
+OVF_TAG = 0x50435452
+
+
+class PerfctrError(Exception):
+    """A refusal of the perfctr driver, in its terms (see ERRNO)."""
+
+
+class NotAVperfctr(PerfctrError):
+    """A vperfctr call on a handle bound to none (virtual.c: -EINVAL)."""
+
+
+class UnknownCall(PerfctrError):
+    """An ioctl neither driver serves (the ``default:`` cases: -EINVAL)."""
+
+
+class Unlinked(PerfctrError):
+    """CONTROL or IRESUME on a perfctr whose thread is gone or unlinked (-ESRCH)."""
+
+
+class NoSuchThread(PerfctrError):
+    """VPERFCTR_CREAT/OPEN of a thread that does not exist (-ESRCH)."""
+
+
+class NotAttached(PerfctrError):
+    """Another thread's perfctr without having it stopped under ptrace (ptrace_check_attach: -ESRCH)."""
+
+
+class Exists(PerfctrError):
+    """VPERFCTR_CREAT on a thread that has a perfctr (-EEXIST)."""
+
+
+class NothingPending(PerfctrError):
+    """VPERFCTR_IRESUME with no overflow to resume from (-EPERM)."""
+
+
+class Busy(PerfctrError):
+    """The hardware is taken: "hardware taken by '...'" (-EBUSY)."""
+
+
+class BadCpu(PerfctrError):
+    """Global mode on a CPU that does not exist, or a too short interval (-EINVAL)."""
+
+
+class NoGlobalImode(PerfctrError):
+    """Global mode does not permit i-mode counters (-EPERM)."""
+
+
+class NotRoot(PerfctrError):
+    """hwperfd's rule: only root starts, stops or programs global mode (-EPERM)."""
+
+
+class NotBound(PerfctrError):
+    """VPERFCTR_ATTACH on a handle that is already a vperfctr's (-EBUSY)."""
+
+
+ERRNO: dict[type[Exception], int] = {
+    NotAVperfctr: errno.EINVAL,
+    UnknownCall: errno.EINVAL,
+    Unlinked: errno.ESRCH,
+    NoSuchThread: errno.ESRCH,
+    NotAttached: errno.ESRCH,
+    Exists: errno.EEXIST,
+    NothingPending: errno.EPERM,
+    Busy: errno.EBUSY,
+    BadCpu: errno.EINVAL,
+    NoGlobalImode: errno.EPERM,
+    NotRoot: errno.EPERM,
+    NotBound: errno.EBUSY,
+    CountersLimit: errno.EAGAIN,
+    ctl.Invalid: errno.EINVAL,
+    ctl.Forbidden: errno.EPERM,
+}
+
+
+class Clock(Protocol):
+    def cpu_times(self, cpu: int) -> tuple[int, int]: ...
+
+    def tsc_ns(self, cpu: int) -> int: ...
+
+
+Signaller = Callable[[tasks.Task, int, int, int], None]  # (thread, signal, mask, uid that armed it)
+
+
+@dataclass
+class Vperfctr:
+    """One thread's virtual perfctr (virtual.c's ``struct vperfctr``).  While
+    linked it rides on the thread's context in the shared ``ThreadTable``
+    (``ctx``: identity, CPU time, the private ``PmuCpu``); unlinked (the
+    thread exited, or VPERFCTR_UNLINK) it keeps its final state for the
+    handles that still refer to it."""
+
+    ctx: ThreadContext | None
+    pmu: PmuCpu
+    owner: tasks.Task | None = None
+    state: CpuState = field(default_factory=CpuState)
+    user: ctl.PerfctrControl = ctl.EMPTY
+    si_signo: int = 0
+    flags: int = 0
+    iresume_cstatus: int = 0
+    handles: int = 0
+    freed: bool = False
+    exited: ThreadContext | None = None  # a main thread gone: its last time is the process's exit accounting
+    sums: list[int] = field(default_factory=lambda: [0] * abi.NR_CTRS)  # pmc[].sum, all 18 of them
+
+    def sync(self) -> None:
+        """The active counters' sums into the full array (perfctr keeps every
+        pmc[].sum, so a stopped perfctr still reads its last counts)."""
+        for i, pmc in enumerate(self.state.pmc):
+            self.sums[i] = pmc.sum
+
+    @property
+    def cstatus(self) -> int:
+        return self.state.cstatus
+
+    @property
+    def running(self) -> bool:
+        return self.state.cstatus != 0
+
+
+class Virtual:
+    """Every thread's vperfctr, on the shared per-thread contexts."""
+
+    def __init__(
+        self,
+        cpus: CpuSet,
+        threads: ThreadTable,
+        signal: Signaller,
+        process_times: Callable[[int], tuple[int, int] | None] = lambda pid: None,
+        profile: Callable[[int], WorkloadProfile] = lambda pid: WorkloadProfile(),
+    ) -> None:
+        self.cpus = cpus
+        self.threads = threads
+        self._signal = signal
+        self._process_times = process_times
+        self._profile = profile
+        self.live = 0  # objects not yet freed (linked or held by a handle)
+        threads.register(SERVICE, on_exec=self._on_exec, on_exit=self._on_exit, on_overflow=self._on_overflow)
+
+    # -- time --
+
+    @staticmethod
+    def tsc(perfctr: Vperfctr) -> int:
+        """The virtual TSC: it runs while the thread runs."""
+        ctx = perfctr.ctx or perfctr.exited
+        return perfctr.pmu.tsc.at(ctx.ran_ns if ctx is not None else 0)
+
+    def catch_up(self, perfctr: Vperfctr) -> None:
+        if perfctr.ctx is not None:
+            self.threads.catch_up(perfctr.ctx)
+            self._settle(perfctr)
+
+    def _on_overflow(self, ctx: ThreadContext, mask: int) -> None:
+        if isinstance(ctx.data, Vperfctr):
+            self._settle(ctx.data)
+
+    def _settle(self, perfctr: Vperfctr) -> None:
+        """Bring the sums up to the counters; an i-mode overflow suspends
+        them and signals the thread (virtual.c's ihandler)."""
+        if not perfctr.running:
+            return
+        tsc = self.tsc(perfctr)
+        sample(perfctr.state, perfctr.pmu, tsc)
+        state = perfctr.state
+        if state.nrictrs and any(perfctr.pmu.pending(p.map) for p in state.pmc[state.nractrs :]):
+            suspend(state, perfctr.pmu, tsc)
+            mask = identify_overflow(state, perfctr.pmu)
+            perfctr.iresume_cstatus = state.cstatus
+            # Suspend a-mode and i-mode counters, leaving only the TSC on.
+            state.cstatus = ctl.x86_cstatus(True, 0, 0) if state.has_tsc else 0
+            state.tsc_start = tsc
+            if perfctr.si_signo and perfctr.owner is not None:
+                armed_by = perfctr.ctx.owner if perfctr.ctx is not None else 0
+                self._signal(perfctr.owner, perfctr.si_signo, mask, armed_by)
+
+    # -- life --
+
+    def _on_exec(self, ctx: ThreadContext) -> bool:
+        """exec(2) keeps the state unless VPERFCTR_CONTROL_CLOEXEC (virtual.c ``__vperfctr_flush``)."""
+        perfctr = ctx.data
+        if isinstance(perfctr, Vperfctr) and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC:
+            self.threads.catch_up(ctx)
+            self._unlinked(perfctr)  # the thread lives on: its counts end here
+            return False
+        return True
+
+    def _on_exit(self, ctx: ThreadContext) -> None:
+        """exit_thread -> vperfctr_unlink.  A thread's time after its last
+        catch-up is gone with it, except a main thread's: the process's exit
+        accounting has it, and it reaches the clock after this event, so the
+        final counts are taken at the next look (``finish``)."""
+        perfctr = ctx.data
+        if not isinstance(perfctr, Vperfctr):
+            return
+        if ctx.tid == ctx.pid and perfctr.running:
+            perfctr.exited = ctx
+            perfctr.ctx = None
+            perfctr.owner = None
+            return
+        self._unlinked(perfctr)
+
+    def finish(self, perfctr: Vperfctr) -> None:
+        """Count an exited main thread's last run from its process's final CPU
+        time, then unlink with the final counts."""
+        ctx = perfctr.exited
+        if ctx is None:
+            return
+        perfctr.exited = None
+        final = self._process_times(ctx.pid)
+        if final is not None:
+            user, system = max(0, final[0] - ctx.seen[0]), max(0, final[1] - ctx.seen[1])
+            if user or system:
+                ctx.seen = (ctx.seen[0] + user, ctx.seen[1] + system)
+                ctx.ran_ns += user + system
+                profile = self._profile(ctx.pid)
+                ctx.cpu.run(user, system, profile.rates, profile.exl_share)
+        perfctr.ctx = ctx
+        self._unlinked(perfctr)
+
+    def get(self, tid: int) -> Vperfctr | None:
+        ctx = self.threads.get(SERVICE, tid)
+        return ctx.data if ctx is not None and isinstance(ctx.data, Vperfctr) else None
+
+    def alive(self, perfctr: Vperfctr) -> bool:
+        """Whether the owner is still the thread it was (a gone owner's
+        perfctr is unlinked with its final counts: exit_thread)."""
+        ctx = perfctr.ctx
+        if ctx is None:
+            return False
+        if self.threads.get(SERVICE, ctx.tid) is not ctx:
+            self._unlinked(perfctr)
+            return False
+        return True
+
+    def unlink(self, perfctr: Vperfctr) -> None:
+        ctx = perfctr.ctx
+        if ctx is None:
+            return
+        self.catch_up(perfctr)
+        self._unlinked(perfctr)
+        self.threads.detach(SERVICE, ctx.tid)
+
+    def _unlinked(self, perfctr: Vperfctr) -> None:
+        if perfctr.ctx is None:
+            return
+        self._settle(perfctr)
+        if perfctr.running:
+            suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
+        perfctr.sync()
+        perfctr.ctx = None
+        perfctr.owner = None
+        perfctr.state.cstatus = 0
+        perfctr.iresume_cstatus = 0
+        self.maybe_free(perfctr)
+
+    def maybe_free(self, perfctr: Vperfctr) -> None:
+        if perfctr.exited is not None and perfctr.handles <= 0:
+            self.finish(perfctr)
+        if perfctr.ctx is None and perfctr.exited is None and perfctr.handles <= 0 and not perfctr.freed:
+            perfctr.freed = True
+            self.live -= 1
+
+    def create(self, task: tasks.Task, uid: int) -> Vperfctr:
+        try:
+            ctx = self.threads.attach(SERVICE, task.tgid, task.tid, uid)
+        except LookupError:
+            raise NoSuchThread(f"no thread {task.tid}") from None
+        perfctr = Vperfctr(ctx, ctx.cpu, task)
+        ctx.data = perfctr
+        self.live += 1
+        return perfctr
+
+    def reap(self) -> None:
+        """Unlink the perfctrs of threads that have gone."""
+        for ctx in list(self.threads.contexts(SERVICE)):
+            if isinstance(ctx.data, Vperfctr):
+                self.alive(ctx.data)
+
+    # -- the "system calls" (virtual.c sys_vperfctr_*) --
+
+    def control(self, perfctr: Vperfctr, request: ctl.PerfctrControl, si_signo: int, preserve: int, flags: int) -> None:
+        if perfctr.ctx is None:
+            raise Unlinked("attempt to update an unlinked perfctr")
+        self.catch_up(perfctr)
+        if perfctr.running:
+            suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
+            perfctr.iresume_cstatus = 0
+        # perfctr_cpu_update_control: cstatus is 0 until the data is taken,
+        # so a refused control leaves the counters stopped.
+        perfctr.state.cstatus = 0
+        perfctr.sync()
+        ctl.check(self.cpus.model, request, pcint=self.cpus.model.overflow_interrupt)
+        ctl.take(perfctr.state, request, perfctr.sums)
+        perfctr.user = request
+        if not perfctr.state.cstatus:
+            return
+        perfctr.si_signo = si_signo
+        if not perfctr.state.has_tsc:
+            perfctr.state.tsc_sum = 0
+        for i, pmc in enumerate(perfctr.state.pmc):
+            if not preserve & (1 << i):
+                pmc.sum = perfctr.sums[i] = 0
+        perfctr.flags = flags
+        resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
+
+    def iresume(self, perfctr: Vperfctr) -> None:
+        if perfctr.ctx is None:
+            raise Unlinked("attempt to resume an unlinked perfctr")
+        if not perfctr.iresume_cstatus & (0x7F << 16):
+            raise NothingPending("no overflow to resume from")
+        self.catch_up(perfctr)
+        if perfctr.running:
+            suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
+        perfctr.state.cstatus = perfctr.iresume_cstatus
+        perfctr.iresume_cstatus = 0
+        ireload(perfctr.state)
+        resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
+
+    def read_state(self, perfctr: Vperfctr) -> tuple[int, int, list[int]]:
+        """(cstatus, tsc sum, pmc sums) brought up to date."""
+        self.catch_up(perfctr)
+        perfctr.sync()
+        return perfctr.state.cstatus, perfctr.state.tsc_sum, list(perfctr.sums)
+
+
+class GlobalPerfctr:
+    """global.c: per-CPU control of the shared hardware, started and stopped
+    for all CPUs at once, with the machine's reservation while started."""
+
+    def __init__(self, cpus: CpuSet, clock: Clock, profile: Callable[[], WorkloadProfile], virtual: Virtual) -> None:
+        self.cpus = cpus
+        self.clock = clock
+        self._profile = profile
+        self._virtual = virtual
+        self.states = [CpuState() for _ in range(len(cpus))]
+        self.users = [ctl.EMPTY for _ in range(len(cpus))]
+        self.nr_active = 0
+        self.ours = False  # hardware_is_ours
+        self._seen = [clock.cpu_times(i) for i in range(len(cpus))]
+
+    def tsc(self, cpu: int) -> int:
+        return self.cpus.pmus[cpu].tsc.at(self.clock.tsc_ns(cpu))
+
+    def _catch_up(self, cpu: int) -> None:
+        now = self.clock.cpu_times(cpu)
+        before = self._seen[cpu]
+        user, system = max(0, now[0] - before[0]), max(0, now[1] - before[1])
+        self._seen[cpu] = (max(now[0], before[0]), max(now[1], before[1]))
+        state = self.states[cpu]
+        if not (self.ours and state.cstatus):
+            return
+        if user or system:
+            profile = self._profile()
+            self.cpus.pmus[cpu].run(user, system, profile.rates, profile.exl_share)
+        sample(state, self.cpus.pmus[cpu], self.tsc(cpu))
+
+    def control(self, cpu: int, request: ctl.PerfctrControl) -> int:
+        if not 0 <= cpu < len(self.cpus):
+            raise BadCpu(f"no CPU {cpu}")
+        if request.nrictrs:
+            raise NoGlobalImode("global mode does not permit i-mode counters")
+        if self.ours:
+            raise Busy("global-mode counters are running: stop them first")
+        if self.cpus.model.control != "x86" and request.nractrs:
+            # perfctr's generic x86 driver (TSC only): any counter is -EINVAL
+            raise BadCpu(f"the {self.cpus.model.name} has no perfctr counters")
+        state = self.states[cpu]
+        state.tsc_start = state.tsc_sum = 0
+        state.pmc = []
+        state.cstatus = 0
+        ctl.check(self.cpus.model, request)
+        ctl.take(state, request)
+        self.users[cpu] = request
+        if state.cstatus:
+            self.nr_active += 1
+        return self.nr_active
+
+    def start(self, interval_usec: int) -> int:
+        if interval_usec and interval_usec < MIN_INTERVAL_USEC:
+            raise BadCpu(f"a sampling interval of {interval_usec} us is below {MIN_INTERVAL_USEC}")
+        if self.nr_active > 0 and not self.ours:
+            self._virtual.reap()
+            if self._virtual.live:
+                raise Busy(f"hardware taken by '{VIRTUAL_SERVICE}'")
+            holder = self.cpus.reservation.reserve(GLOBAL_SERVICE)
+            if holder is not None:
+                raise Busy(f"hardware taken by '{holder}'")
+            self.ours = True
+            for cpu, state in enumerate(self.states):
+                self._seen[cpu] = self.clock.cpu_times(cpu)
+                if state.cstatus:
+                    pmu = self.cpus.pmus[cpu]
+                    for pmc in state.pmc:
+                        pmu.write(pmc.map, 0)
+                    resume(state, pmu, self.tsc(cpu))
+        return self.nr_active
+
+    def stop(self) -> None:
+        self.nr_active = 0
+        if self.ours:
+            for cpu, state in enumerate(self.states):
+                self._catch_up(cpu)
+                if state.cstatus:
+                    suspend(state, self.cpus.pmus[cpu], self.tsc(cpu))
+                state.cstatus = 0
+            self.ours = False
+            self.cpus.reservation.release(GLOBAL_SERVICE)
+
+    def read(self, cpu: int) -> tuple[ctl.PerfctrControl, int, list[int]]:
+        if not 0 <= cpu < len(self.cpus):
+            raise BadCpu(f"no CPU {cpu}")
+        self._catch_up(cpu)
+        state = self.states[cpu]
+        return self.users[cpu], state.tsc_sum, [p.sum for p in state.pmc]
+
+
+def _sums(tsc: int, pmcs: list[int]) -> dict[str, object]:
+    pad = [0] * (abi.NR_CTRS - len(pmcs))
+    return {"tsc": tsc, "pmc": [p & 0xFFFFFFFFFFFFFFFF for p in pmcs] + pad}
+
+
+class PerfctrDevice:
+    """The ioctl dispatch of ``<mount>/perfctr`` (init.c, virtual.c, global.c)."""
+
+    def __init__(
+        self,
+        cpus: CpuSet,
+        clock: Clock,
+        threads: ThreadTable,
+        default_profile: Callable[[], WorkloadProfile],
+        signal: Signaller | None = None,
+        *,
+        process_times: Callable[[int], tuple[int, int] | None] = lambda pid: None,
+        profile: Callable[[int], WorkloadProfile] = lambda pid: WorkloadProfile(),
+    ) -> None:
+        self.cpus = cpus
+        self.virtual = Virtual(cpus, threads, signal or send_overflow, process_times, profile)
+        self.globl = GlobalPerfctr(cpus, clock, default_profile, self.virtual)
+        self._bound: dict[int, Vperfctr] = {}  # handle -> its vperfctr
+
+    @property
+    def supported(self) -> bool:
+        return self.cpus.model.control == "x86"
+
+    def info(self) -> bytes:
+        model = self.cpus.model
+        features = abi.PERFCTR_FEATURE_RDTSC
+        if self.supported:
+            features |= abi.PERFCTR_FEATURE_RDPMC
+            if model.overflow_interrupt:
+                features |= abi.PERFCTR_FEATURE_PCINT
+        return abi.perfctr_info.build({
+            "abi_version": abi.PERFCTR_ABI_VERSION,
+            "driver_version": abi.DRIVER_VERSION.encode().ljust(32, b"\0"),
+            "cpu_type": abi.CPU_TYPES.get(model.name, abi.PERFCTR_X86_GENERIC),
+            "cpu_features": features,
+            "cpu_khz": int(self.cpus.mhz * 1000),
+            "tsc_to_cpu_mult": 1,
+            "_reserved": [0, 0, 0],
+        })  # fmt: skip
+
+    def cpu_mask(self, forbidden: bool) -> bytes:
+        words = [0] * abi.CPU_MASK_WORDS
+        if not forbidden:
+            for cpu in range(len(self.cpus)):
+                words[cpu // 32] |= 1 << (cpu % 32)
+        return abi.perfctr_cpu_mask.build({"nrwords": (len(self.cpus) + 31) // 32, "mask": words})
+
+    def release(self, fh: int) -> None:
+        perfctr = self._bound.pop(fh, None)
+        if perfctr is not None:
+            perfctr.handles -= 1
+            self.virtual.maybe_free(perfctr)
+
+    def __call__(self, fh: int, cmd: int, arg: int, data: bytes, tid: int, uid: int) -> tuple[int, bytes]:
+        try:
+            return self._dispatch(fh, cmd, arg, data, tid, uid)
+        except (PerfctrError, ctl.ControlRefused, CountersLimit) as exc:
+            log.debug("perfctr: %s", exc)
+            raise OSError(ERRNO[type(exc)], str(exc)) from None
+
+    def _dispatch(self, fh: int, cmd: int, arg: int, data: bytes, tid: int, uid: int) -> tuple[int, bytes]:
+        # Calls any perfctr file answers (init.c and virtual.c alike).
+        if cmd == abi.PERFCTR_ABI:
+            return 0, abi.PERFCTR_ABI_VERSION.to_bytes(4, "little")
+        if cmd == abi.PERFCTR_INFO:
+            return 0, self.info()
+        if cmd in (abi.PERFCTR_CPUS, abi.PERFCTR_CPUS_FORBIDDEN):
+            return 0, self.cpu_mask(cmd == abi.PERFCTR_CPUS_FORBIDDEN)
+        perfctr = self._bound.get(fh)
+        if cmd == abi.VPERFCTR_ATTACH:
+            if perfctr is not None:
+                raise NotBound("this file is a vperfctr already")
+            request = abi.vperfctr_attach.parse(data)
+            return 0, self._attach(fh, request.tid, bool(request.creat), tid, uid)
+        if cmd in _VIRTUAL:
+            if perfctr is None:
+                raise NotAVperfctr("not a vperfctr file")
+            return self._virtual_call(perfctr, cmd, data, tid)
+        if cmd == abi.GPERFCTR_READ:
+            request = abi.gperfctr_cpu_state.parse(data)
+            user, tsc, pmcs = self.globl.read(request.cpu)
+            return 0, abi.gperfctr_cpu_state.build(
+                {"cpu": request.cpu, "cpu_control": user.build(), "sum": _sums(tsc, pmcs), "_reserved": [0] * 4}
+            )
+        if cmd in (abi.GPERFCTR_CONTROL, abi.GPERFCTR_START, abi.GPERFCTR_STOP):
+            if uid != 0:
+                raise NotRoot("global-mode counters are root's")
+            if cmd == abi.GPERFCTR_CONTROL:
+                request = abi.gperfctr_cpu_control.parse(data)
+                return self.globl.control(request.cpu, ctl.PerfctrControl.parse(request.cpu_control)), b""
+            if cmd == abi.GPERFCTR_START:
+                return self.globl.start(arg & 0xFFFFFFFF), b""
+            self.globl.stop()
+            return 0, b""
+        raise UnknownCall(f"unknown ioctl {cmd:#010x}")
+
+    def _attach(self, fh: int, target: int, creat: bool, caller: int, uid: int) -> bytes:
+        """vperfctr_attach: tid 0 is the caller; another thread must be
+        stopped under the caller's ptrace."""
+        if creat and not self.supported:
+            raise UnknownCall(f"the {self.cpus.model.name} has no perfctr counters")
+        if creat and self.globl.ours:
+            raise Busy(f"hardware taken by '{GLOBAL_SERVICE}'")
+        tid = target or caller
+        task = tasks.read_task(tid)
+        if task is None:
+            raise NoSuchThread(f"no thread {tid}")
+        if tid != caller:
+            self._check_attach(task, caller)
+        perfctr = self.virtual.get(tid)
+        if creat:
+            if perfctr is not None:
+                raise Exists(f"thread {tid} has a perfctr")
+            perfctr = self.virtual.create(task, uid)
+        if perfctr is not None:
+            perfctr.handles += 1
+            self._bound[fh] = perfctr
+        return b""
+
+    @staticmethod
+    def _check_attach(task: tasks.Task, caller: int) -> None:
+        """ptrace_check_attach(tsk, 0): traced by the caller and stopped."""
+        if task.tracer != caller or task.state not in ("t", "T"):
+            raise NotAttached(f"thread {task.tid} is not stopped under the caller's ptrace")
+
+    def _virtual_call(self, perfctr: Vperfctr, cmd: int, data: bytes, caller: int) -> tuple[int, bytes]:
+        virtual = self.virtual
+        virtual.finish(perfctr)
+        live = virtual.alive(perfctr)
+        if live and perfctr.ctx is not None and perfctr.ctx.tid != caller:
+            task = tasks.read_task(perfctr.ctx.tid)
+            if task is not None:
+                self._check_attach(task, caller)
+        if cmd == abi.VPERFCTR_CONTROL:
+            request = abi.vperfctr_control.parse(data)
+            virtual.control(perfctr, ctl.PerfctrControl.parse(request.cpu_control), request.si_signo,
+                            request.preserve, request.flags)  # fmt: skip
+            return 0, b""
+        if cmd == abi.VPERFCTR_IRESUME:
+            virtual.iresume(perfctr)
+            return 0, b""
+        if cmd == abi.VPERFCTR_UNLINK:
+            virtual.unlink(perfctr)
+            return 0, b""
+        if cmd == abi.VPERFCTR_READ_CONTROL:
+            return 0, abi.vperfctr_control.build({
+                "si_signo": perfctr.si_signo, "cpu_control": perfctr.user.build(), "preserve": 0,
+                "flags": perfctr.flags, "_reserved": [0] * 3,
+            })  # fmt: skip
+        cstatus, tsc, pmcs = virtual.read_state(perfctr)
+        wrapped = [p & 0xFFFFFFFFFFFFFFFF for p in pmcs]
+        if cmd == abi.VPERFCTR_READ_SUM:
+            return 0, abi.SUM_CTRS_PACK.pack(tsc, *wrapped)
+        return 0, abi.VPERFCTR_STATE_PACK.pack(cstatus, tsc, *wrapped)
+
+    def describe(self) -> str:
+        """What reading the node shows: perfctr_info, for people and scripts."""
+        model = self.cpus.model
+        self.virtual.reap()
+        lines = [
+            f"abi_version {abi.PERFCTR_ABI_VERSION:#010x}",
+            f"driver_version {abi.DRIVER_VERSION}",
+            f"model {model.name}",
+            f"cpu_type {abi.CPU_TYPES.get(model.name, abi.PERFCTR_X86_GENERIC)}",
+            f"counters {model.counters if self.supported else 0}",
+            f"cpu_khz {int(self.cpus.mhz * 1000)}",
+            f"cpus {len(self.cpus)}",
+            f"vperfctrs {sum(1 for _ in self.virtual.threads.contexts(SERVICE))}",
+            f"global {'running' if self.globl.ours else 'stopped'} active-cpus {self.globl.nr_active}",
+            f"reserved-by {self.cpus.reservation.holder or '-'}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+_VIRTUAL = frozenset({
+    abi.VPERFCTR_CONTROL, abi.VPERFCTR_IRESUME, abi.VPERFCTR_UNLINK, abi.VPERFCTR_READ_SUM,
+    abi.VPERFCTR_READ_CONTROL, abi.VPERFCTR_READ_STATE,
+})  # fmt: skip
+
+
+def send_overflow(task: tasks.Task, sig: int, mask: int, armed_by: int) -> None:
+    """Queue the overflow signal to the owning thread if it is still the same
+    thread and the user who set the counters up may still signal it under
+    kill(2)'s rule (its real or saved uid is theirs): a thread that became
+    another user's (a set-uid exec keeps the state) is out of their reach."""
+    now = tasks.read_task(task.tid)
+    if now is None or now.start != task.start:
+        return
+    if armed_by != 0 and armed_by not in (now.uids[0], now.uids[2]):
+        log.info("perfctr overflow signal to thread %d dropped: uid %d may not signal it", task.tid, armed_by)
+        return
+    try:
+        tasks.queue_signal(task.tgid, task.tid, sig, (OVF_TAG << 32) | (mask & 0xFFFFFFFF))
+    except OSError as exc:
+        log.info("perfctr overflow signal to thread %d: %s", task.tid, exc)

@@ -1,0 +1,598 @@
+/*
+ * libperfctr: Linux perfctr 2.6's library on hwperfd.
+ *
+ * Every call speaks to <mount>/perfctr (HWPERFD_MOUNT, default /run/hwperfd),
+ * hwperfd's /dev/perfctr.  A vperfctr is an open descriptor of that node
+ * bound to a thread with VPERFCTR_ATTACH (perfctr's VPERFCTR_CREAT/OPEN
+ * returned a new descriptor, which a FUSE server cannot); the descriptor may
+ * be passed to another process like perfctr's.
+ *
+ * Overflow signals: the daemon queues si_signo to the owning thread with
+ * SI_QUEUE and the overflown-counter mask in si_value (Linux lets no other
+ * process queue SI_PMC_OVF).  When a vperfctr is given i-mode counters this
+ * library puts its own handler in front of the program's for si_signo; it
+ * queues the signal again to the same thread with si_code SI_PMC_OVF and
+ * si_pmc_ovf_mask, which then reaches the program's handler as perfctr sent
+ * it.  Any other si_signo delivery goes to the program's handler unchanged.
+ *
+ * Reads of a thread's own counters (vperfctr_read_ctrs, _read_tsc,
+ * _read_pmc, _is_running) all go through read_own_state(), the one place a
+ * faster transport can take over.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <libperfctr.h>
+
+#define OVF_TAG 0x50435452ULL	/* hwperfd/perfctr/driver.py OVF_TAG */
+
+static int node_open(void)
+{
+    char path[4096];
+    const char *mount = getenv("HWPERFD_MOUNT");
+
+    if (mount == NULL || *mount == '\0')
+	mount = "/run/hwperfd";
+    if (snprintf(path, sizeof path, "%s/perfctr", mount) >= (int)sizeof path) {
+	errno = ENAMETOOLONG;
+	return -1;
+    }
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* -- overflow signals ------------------------------------------------------- */
+
+static struct sigaction program_action[_NSIG];
+static volatile sig_atomic_t interposed[_NSIG];
+
+static void overflow_trampoline(int sig, siginfo_t *si, void *uc)
+{
+    const struct sigaction *action = &program_action[sig];
+
+    if (si != NULL && si->si_code == SI_QUEUE
+	&& ((uint64_t)(uintptr_t)si->si_value.sival_ptr >> 32) == OVF_TAG) {
+	siginfo_t info;
+	int saved = errno;
+
+	memset(&info, 0, sizeof info);
+	info.si_signo = sig;
+	info.si_code = SI_PMC_OVF;
+	info.si_pmc_ovf_mask = (int)((uint64_t)(uintptr_t)si->si_value.sival_ptr & 0xFFFFFFFFu);
+	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), sig, &info);
+	errno = saved;
+	return;	/* blocked while we run: delivered again on return */
+    }
+    if (action->sa_flags & SA_SIGINFO) {
+	if (action->sa_sigaction != NULL)
+	    action->sa_sigaction(sig, si, uc);
+    } else if (action->sa_handler == SIG_DFL) {
+	sigaction(sig, action, NULL);
+	interposed[sig] = 0;
+	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+    } else if (action->sa_handler != SIG_IGN) {
+	action->sa_handler(sig);
+    }
+}
+
+static void interpose(int sig)
+{
+    struct sigaction now, ours;
+
+    if (sig <= 0 || sig >= _NSIG || sigaction(sig, NULL, &now) < 0)
+	return;
+    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == overflow_trampoline)
+	return;
+    program_action[sig] = now;
+    memset(&ours, 0, sizeof ours);
+    ours.sa_sigaction = overflow_trampoline;
+    ours.sa_mask = now.sa_mask;
+    ours.sa_flags = SA_SIGINFO | (now.sa_flags & SA_RESTART);
+    if (sigaction(sig, &ours, NULL) == 0)
+	interposed[sig] = 1;
+}
+
+/* -- raw descriptors -------------------------------------------------------- */
+
+static int attach(int tid, int creat)
+{
+    struct hwperfd_vperfctr_attach request;
+    int fd = node_open();
+
+    if (fd < 0)
+	return -1;
+    request.tid = tid;
+    request.creat = creat ? 1 : 0;
+    if (ioctl(fd, VPERFCTR_ATTACH, &request) < 0) {
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+    }
+    return fd;
+}
+
+int _vperfctr_open(int creat)
+{
+    return attach(0, creat);
+}
+
+static int control_fd(int fd, const struct vperfctr_control *control, int local)
+{
+    if (local && control->cpu_control.nrictrs && control->si_signo)
+	interpose(control->si_signo);
+    return ioctl(fd, VPERFCTR_CONTROL, control);
+}
+
+int _vperfctr_control(int fd, const struct vperfctr_control *control)
+{
+    return control_fd(fd, control, 1);
+}
+
+int _vperfctr_read_control(int fd, struct vperfctr_control *control)
+{
+    return ioctl(fd, VPERFCTR_READ_CONTROL, control);
+}
+
+int _vperfctr_read_sum(int fd, struct perfctr_sum_ctrs *sum)
+{
+    return ioctl(fd, VPERFCTR_READ_SUM, sum);
+}
+
+/* -- library objects -------------------------------------------------------- */
+
+struct vperfctr {
+    int fd;
+};
+
+struct rvperfctr {
+    struct vperfctr vperfctr;	/* first, for the close() operation */
+    int pid;
+};
+
+static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mode)
+{
+    struct hwperfd_vperfctr_state state;
+    int creat;
+
+    if (mode == 0)
+	creat = 0;
+    else if (mode == VPERFCTR_OPEN_CREAT_EXCL)
+	creat = 1;
+    else {
+	errno = EINVAL;
+	return -1;
+    }
+    perfctr->fd = attach(pid, creat);
+    if (perfctr->fd < 0)
+	return -1;
+    if (perfctr_abi_check_fd(perfctr->fd) < 0)
+	goto out_fd;
+    /* perfctr mapped the state page here, which failed (EPERM) for a
+       thread without a vperfctr */
+    if (ioctl(perfctr->fd, VPERFCTR_READ_STATE, &state) < 0) {
+	errno = EPERM;
+	goto out_fd;
+    }
+    return 0;
+ out_fd:
+    {
+	int saved = errno;
+	if (creat)
+	    ioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
+	close(perfctr->fd);
+	errno = saved;
+    }
+    return -1;
+}
+
+struct vperfctr *vperfctr_open_mode(unsigned int mode)
+{
+    struct vperfctr *perfctr = malloc(sizeof *perfctr);
+
+    if (perfctr != NULL) {
+	if (vperfctr_open_pid(0, perfctr, mode) == 0)
+	    return perfctr;
+	free(perfctr);
+    }
+    return NULL;
+}
+
+struct vperfctr *vperfctr_open(void)
+{
+    return vperfctr_open_mode(VPERFCTR_OPEN_CREAT_EXCL);
+}
+
+int vperfctr_info(const struct vperfctr *vperfctr, struct perfctr_info *info)
+{
+    return perfctr_info(vperfctr->fd, info);
+}
+
+struct perfctr_cpus_info *vperfctr_cpus_info(const struct vperfctr *vperfctr)
+{
+    return perfctr_cpus_info(vperfctr->fd);
+}
+
+/* The one read of a thread's own counter state: cstatus and up-to-date sums. */
+static int read_own_state(const struct vperfctr *self, struct hwperfd_vperfctr_state *state)
+{
+    return ioctl(self->fd, VPERFCTR_READ_STATE, state);
+}
+
+unsigned long long vperfctr_read_tsc(const struct vperfctr *self)
+{
+    struct hwperfd_vperfctr_state state;
+
+    if (read_own_state(self, &state) < 0) {
+	perror(__func__);
+	return 0;
+    }
+    return state.sum.tsc;
+}
+
+unsigned long long vperfctr_read_pmc(const struct vperfctr *self, unsigned i)
+{
+    struct hwperfd_vperfctr_state state;
+
+    if (i >= sizeof state.sum.pmc / sizeof state.sum.pmc[0]) {
+	errno = EINVAL;
+	return 0;
+    }
+    if (read_own_state(self, &state) < 0) {
+	perror(__func__);
+	return 0;
+    }
+    return state.sum.pmc[i];
+}
+
+int vperfctr_read_ctrs(const struct vperfctr *self, struct perfctr_sum_ctrs *sum)
+{
+    struct hwperfd_vperfctr_state state;
+
+    if (read_own_state(self, &state) < 0)
+	return -1;
+    *sum = state.sum;
+    return 0;
+}
+
+int vperfctr_read_state(const struct vperfctr *self, struct perfctr_sum_ctrs *sum,
+			struct vperfctr_control *control)
+{
+    if (_vperfctr_read_sum(self->fd, sum) < 0)
+	return -1;
+    /* control may be NULL, as in perfctr */
+    if (control != NULL && _vperfctr_read_control(self->fd, control) < 0)
+	return -1;
+    return 0;
+}
+
+int vperfctr_control(const struct vperfctr *perfctr, struct vperfctr_control *control)
+{
+    return control_fd(perfctr->fd, control, 1);
+}
+
+int vperfctr_stop(const struct vperfctr *perfctr)
+{
+    struct vperfctr_control control;
+
+    memset(&control, 0, sizeof control);
+    return ioctl(perfctr->fd, VPERFCTR_CONTROL, &control);
+}
+
+int vperfctr_is_running(const struct vperfctr *perfctr)
+{
+    struct hwperfd_vperfctr_state state;
+
+    if (read_own_state(perfctr, &state) < 0)
+	return 0;
+    return state.cstatus != 0;
+}
+
+int vperfctr_iresume(const struct vperfctr *perfctr)
+{
+    return ioctl(perfctr->fd, VPERFCTR_IRESUME, NULL);
+}
+
+int vperfctr_unlink(const struct vperfctr *perfctr)
+{
+    return ioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
+}
+
+void vperfctr_close(struct vperfctr *perfctr)
+{
+    close(perfctr->fd);
+    free(perfctr);
+}
+
+/* -- another thread's --------------------------------------------------------- */
+
+struct rvperfctr *rvperfctr_open(int pid)
+{
+    struct rvperfctr *rvperfctr = malloc(sizeof *rvperfctr);
+
+    if (rvperfctr != NULL) {
+	if (vperfctr_open_pid(pid, &rvperfctr->vperfctr, VPERFCTR_OPEN_CREAT_EXCL) == 0) {
+	    rvperfctr->pid = pid;
+	    return rvperfctr;
+	}
+	free(rvperfctr);
+    }
+    return NULL;
+}
+
+int rvperfctr_pid(const struct rvperfctr *rvperfctr)
+{
+    return rvperfctr->pid;
+}
+
+int rvperfctr_info(const struct rvperfctr *rvperfctr, struct perfctr_info *info)
+{
+    return vperfctr_info(&rvperfctr->vperfctr, info);
+}
+
+int rvperfctr_read_ctrs(const struct rvperfctr *rvperfctr, struct perfctr_sum_ctrs *sum)
+{
+    return _vperfctr_read_sum(rvperfctr->vperfctr.fd, sum);
+}
+
+int rvperfctr_read_state(const struct rvperfctr *rvperfctr, struct perfctr_sum_ctrs *sum,
+			 struct vperfctr_control *control)
+{
+    return vperfctr_read_state(&rvperfctr->vperfctr, sum, control);
+}
+
+int rvperfctr_control(const struct rvperfctr *rvperfctr, struct vperfctr_control *control)
+{
+    return control_fd(rvperfctr->vperfctr.fd, control, 0);
+}
+
+int rvperfctr_stop(const struct rvperfctr *rvperfctr)
+{
+    return vperfctr_stop(&rvperfctr->vperfctr);
+}
+
+int rvperfctr_unlink(const struct rvperfctr *rvperfctr)
+{
+    return vperfctr_unlink(&rvperfctr->vperfctr);
+}
+
+void rvperfctr_close(struct rvperfctr *rvperfctr)
+{
+    vperfctr_close(&rvperfctr->vperfctr);
+}
+
+/* -- global mode ---------------------------------------------------------------- */
+
+struct gperfctr {
+    int fd;
+};
+
+struct gperfctr *gperfctr_open(void)
+{
+    struct gperfctr *gperfctr = malloc(sizeof *gperfctr);
+
+    if (gperfctr != NULL) {
+	gperfctr->fd = node_open();
+	if (gperfctr->fd >= 0) {
+	    if (perfctr_abi_check_fd(gperfctr->fd) >= 0)
+		return gperfctr;
+	    close(gperfctr->fd);
+	}
+	free(gperfctr);
+    }
+    return NULL;
+}
+
+void gperfctr_close(struct gperfctr *gperfctr)
+{
+    close(gperfctr->fd);
+    free(gperfctr);
+}
+
+int gperfctr_control(const struct gperfctr *gperfctr, struct gperfctr_cpu_control *arg)
+{
+    return ioctl(gperfctr->fd, GPERFCTR_CONTROL, arg);
+}
+
+int gperfctr_read(const struct gperfctr *gperfctr, struct gperfctr_cpu_state *arg)
+{
+    return ioctl(gperfctr->fd, GPERFCTR_READ, arg);
+}
+
+int gperfctr_stop(const struct gperfctr *gperfctr)
+{
+    return ioctl(gperfctr->fd, GPERFCTR_STOP, 0);
+}
+
+int gperfctr_start(const struct gperfctr *gperfctr, unsigned int interval_usec)
+{
+    return ioctl(gperfctr->fd, GPERFCTR_START, (unsigned long)interval_usec);
+}
+
+int gperfctr_info(const struct gperfctr *gperfctr, struct perfctr_info *info)
+{
+    return perfctr_info(gperfctr->fd, info);
+}
+
+struct perfctr_cpus_info *gperfctr_cpus_info(const struct gperfctr *gperfctr)
+{
+    return perfctr_cpus_info(gperfctr->fd);
+}
+
+/* -- information ------------------------------------------------------------------- */
+
+int _perfctr_abi_check_fd(int fd, unsigned int user_abi_version)
+{
+    unsigned int driver_abi_version;
+
+    if (ioctl(fd, PERFCTR_ABI, &driver_abi_version) < 0) {
+	perror("perfctr_abi_check");
+	return -1;
+    }
+    if ((driver_abi_version ^ user_abi_version) & 0xFF00FF00) {
+	fprintf(stderr, "Error: perfctr ABI major version mismatch: "
+		"driver ABI 0x%08X, user ABI 0x%08X\n",
+		driver_abi_version, user_abi_version);
+	errno = EPROTO;
+	return -1;
+    }
+    return 0;
+}
+
+int perfctr_info(int fd, struct perfctr_info *info)
+{
+    return ioctl(fd, PERFCTR_INFO, info) < 0 ? -1 : 0;
+}
+
+int perfctr_get_info(struct perfctr_info *info)
+{
+    int fd = node_open(), ret;
+
+    if (fd < 0)
+	return -1;
+    ret = perfctr_info(fd, info);
+    close(fd);
+    return ret;
+}
+
+struct perfctr_cpus_info *perfctr_cpus_info(int fd)
+{
+    struct hwperfd_perfctr_cpu_mask cpus, forbidden;
+    struct perfctr_cpus_info *info;
+    size_t bytes;
+
+    if (ioctl(fd, PERFCTR_CPUS, &cpus) < 0 || ioctl(fd, PERFCTR_CPUS_FORBIDDEN, &forbidden) < 0) {
+	perror("PERFCTR_CPUS");
+	return NULL;
+    }
+    if (cpus.nrwords == 0 || cpus.nrwords > 32) {
+	errno = EPROTO;
+	perror("PERFCTR_CPUS");
+	return NULL;
+    }
+    bytes = offsetof(struct perfctr_cpu_mask, mask) + cpus.nrwords * sizeof(unsigned int);
+    info = malloc(sizeof *info + 2 * bytes);
+    if (info == NULL) {
+	perror("malloc");
+	return NULL;
+    }
+    info->cpus = (struct perfctr_cpu_mask *)(info + 1);
+    info->cpus_forbidden = (struct perfctr_cpu_mask *)((char *)(info + 1) + bytes);
+    info->cpus->nrwords = info->cpus_forbidden->nrwords = cpus.nrwords;
+    memcpy(info->cpus->mask, cpus.mask, cpus.nrwords * sizeof(unsigned int));
+    memcpy(info->cpus_forbidden->mask, forbidden.mask, cpus.nrwords * sizeof(unsigned int));
+    return info;
+}
+
+/* Counters of the emulated CPUs: Core 2 and K8 as hwperfd models them (the
+   emulated Core 2 has its two general counters, no fixed-function ones). */
+unsigned int perfctr_info_nrctrs(const struct perfctr_info *info)
+{
+    switch (info->cpu_type) {
+    case PERFCTR_X86_INTEL_CORE2:
+	return 2;
+    case PERFCTR_X86_AMD_K8:
+	return 4;
+    default:
+	return 0;
+    }
+}
+
+const char *perfctr_info_cpu_name(const struct perfctr_info *info)
+{
+    switch (info->cpu_type) {
+    case PERFCTR_X86_GENERIC:
+	return "Generic x86 with TSC";
+    case PERFCTR_X86_INTEL_CORE2:
+	return "Intel Core 2";
+    case PERFCTR_X86_AMD_K8:
+	return "AMD K8";
+    default:
+	return "?";
+    }
+}
+
+void perfctr_info_print(const struct perfctr_info *info)
+{
+    static const char *const features[] = { "rdpmc", "rdtsc", "pcint" };
+    unsigned int i;
+    int comma = 0;
+
+    printf("abi_version\t\t0x%08X\n", info->abi_version);
+    printf("driver_version\t\t%s\n", info->driver_version);
+    printf("cpu_type\t\t%u (%s)\n", info->cpu_type, perfctr_info_cpu_name(info));
+    printf("cpu_features\t\t%#x (", info->cpu_features);
+    for (i = 0; i < sizeof features / sizeof features[0]; ++i)
+	if (info->cpu_features & (1u << i)) {
+	    printf("%s%s", comma ? "," : "", features[i]);
+	    comma = 1;
+	}
+    printf(")\n");
+    printf("cpu_khz\t\t\t%u\n", info->cpu_khz);
+    printf("tsc_to_cpu_mult\t\t%u%s\n", info->tsc_to_cpu_mult,
+	   info->tsc_to_cpu_mult ? "" : " (unspecified, assume 1)");
+    printf("cpu_nrctrs\t\t%u\n", perfctr_info_nrctrs(info));
+}
+
+static void print_cpus(const struct perfctr_cpu_mask *cpus)
+{
+    unsigned int word, bit, count = 0;
+
+    printf("[");
+    for (word = 0; word < cpus->nrwords; ++word)
+	for (bit = 0; bit < 32; ++bit)
+	    if (cpus->mask[word] & (1u << bit))
+		printf("%s%u", count++ ? "," : "", word * 32 + bit);
+    printf("], total: %u\n", count);
+}
+
+void perfctr_cpus_info_print(const struct perfctr_cpus_info *info)
+{
+    printf("cpus\t\t\t");
+    print_cpus(info->cpus);
+    printf("cpus_forbidden\t\t");
+    print_cpus(info->cpus_forbidden);
+}
+
+void perfctr_cpu_control_print(const struct perfctr_cpu_control *control)
+{
+    unsigned int i, nractrs = control->nractrs, nrictrs = control->nrictrs;
+
+    printf("tsc_on\t\t\t%u\n", control->tsc_on);
+    printf("nractrs\t\t\t%u\n", nractrs);
+    if (nrictrs)
+	printf("nrictrs\t\t\t%u\n", nrictrs);
+    for (i = 0; i < nractrs + nrictrs && i < 18; ++i) {
+	if (control->pmc_map[i] >= 18)
+	    printf("pmc_map[%u]\t\t0x%08X\n", i, control->pmc_map[i]);
+	else
+	    printf("pmc_map[%u]\t\t%u\n", i, control->pmc_map[i]);
+	printf("evntsel[%u]\t\t0x%08X\n", i, control->evntsel[i]);
+	if (control->p4.escr[i])
+	    printf("escr[%u]\t\t\t0x%08X\n", i, control->p4.escr[i]);
+	if (i >= nractrs)
+	    printf("ireset[%u]\t\t%d\n", i, control->ireset[i]);
+    }
+}
+
+/* -- event descriptions ----------------------------------------------------------------- */
+
+#include "perfctr_events.h"
+
+const struct perfctr_event_set *perfctr_cpu_event_set(unsigned int cpu_type)
+{
+    unsigned int i;
+
+    for (i = 0; i < sizeof event_sets / sizeof event_sets[0]; ++i)
+	if (event_sets[i].cpu_type == cpu_type)
+	    return &event_sets[i];
+    return NULL;
+}

@@ -1,0 +1,196 @@
+"""perfctr users' programs, unchanged, against a real mount, as root and as
+nobody: self-monitoring, overflow signals with iresume, a perfex-like
+launcher handing its descriptor to the parent, global-mode sampling.
+
+Counts are exact on the manual clock: Core 2 at 1000 MHz, the "balanced"
+profile (0.8 instructions per cycle).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import subprocess
+
+import pytest
+
+from tests.conftest import NOBODY
+
+MS = 1_000_000
+
+
+def start(mount, program, *args: str, nobody: bool = False) -> subprocess.Popen:
+    prefix = NOBODY if nobody else []
+    return subprocess.Popen(
+        [*prefix, str(program), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=mount.env(),
+    )  # fmt: skip
+
+
+def fields(line: str) -> dict[str, int]:
+    return {k: int(v, 0) for k, v in re.findall(r"(\w+)=(0x[0-9a-fA-F]+|\d+)", line)}
+
+
+def until(proc: subprocess.Popen, prefix: str, seen: list[str] | None = None) -> str:
+    """The next line that starts with ``prefix``; the lines read are added to ``seen``."""
+    assert proc.stdout is not None
+    seen = [] if seen is None else seen
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(prefix):
+            return line
+    raise AssertionError(f"no {prefix!r} line in {''.join(seen)!r}; stderr {proc.stderr.read() if proc.stderr else ''}")
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+def test_self_monitoring_counts_exactly(intel, perfctr_programs, nobody):
+    proc = start(intel, perfctr_programs["self"], nobody=nobody)
+    seen: list[str] = []
+    ready = fields(until(proc, "ready", seen))
+    intel.control(f"advance {ready['pid']} 2ms 1ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    out = "".join(seen) + out
+    assert "cpu_type\t\t18 (Intel Core 2)" in out and "cpu_nrctrs\t\t2" in out
+    assert "cpus\t\t\t[0,1], total: 2" in out
+    assert "evntsel[1]\t\t0x0043003C" in out
+    lines = {line.split()[0]: fields(line) for line in out.splitlines() if "=" in line}
+    assert lines["ctrs"] == {"tsc": 3 * MS, "pmc0": 2 * MS * 8 // 10, "pmc1": 3 * MS}
+    assert lines["single"] == {**lines["ctrs"], "running": 1}
+    assert lines["state"] == {"pmc1": 3 * MS, "evntsel1": 0x0043003C, "nractrs": 2}
+    assert lines["stopped"] == {"running": 0, "pmc1": 3 * MS}
+
+
+def test_self_runs_on_the_amd_model(amd, perfctr_programs):
+    proc = start(amd, perfctr_programs["self"])
+    seen: list[str] = []
+    ready = fields(until(proc, "ready", seen))
+    amd.control(f"advance {ready['pid']} 1ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    out = "".join(seen) + out
+    assert "(AMD K8)" in out
+    ctrs = fields(next(line for line in out.splitlines() if line.startswith("ctrs")))
+    assert ctrs == {"tsc": MS, "pmc0": MS * 8 // 10, "pmc1": MS}
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+def test_overflow_signal_carries_si_pmc_ovf_and_iresume_continues(intel, perfctr_programs, nobody):
+    proc = start(intel, perfctr_programs["signal"], str(MS // 2), nobody=nobody)
+    ready = fields(until(proc, "ready"))
+    assert proc.stdin is not None
+    intel.control(f"advance {ready['pid']} 500us")  # exactly one period of the i-mode counter
+    proc.stdin.write("expect 1\n")
+    proc.stdin.flush()
+    first = fields(until(proc, "overflows"))
+    assert first["overflows"] == 1 and first["mask"] == 0b10  # counter index 1 is the i-mode one
+    assert first["pmc1"] == MS // 2 and first["pmc0"] == MS // 2 * 8 // 10 and first["tsc"] == MS // 2
+    intel.control(f"advance {ready['pid']} 500us")  # resumed: overflows again
+    proc.stdin.write("expect 2\n")
+    proc.stdin.flush()
+    second = fields(until(proc, "overflows"))
+    assert second["overflows"] == 2 and second["pmc1"] == MS
+    out, err = proc.communicate("", timeout=30)
+    assert proc.returncode == 0, err
+    assert "unexpected" not in out and "not EPERM" not in out
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+def test_launcher_reads_the_childs_final_counts_through_the_passed_descriptor(intel, perfctr_programs, nobody):
+    proc = start(intel, perfctr_programs["launcher"], "sh", "-c", "read x", nobody=nobody)
+    child = fields(until(proc, "child"))["pid"]
+    intel.control(f"advance {child} 2ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    assert fields(out.splitlines()[-1]) == {
+        "exit": 0, "tsc": 2 * MS, "pmc0": 2 * MS * 8 // 10, "pmc1": 2 * MS, "evntsel0": 0x004100C0,
+    }  # fmt: skip
+
+
+def test_global_sampling_counts_every_cpu(intel, perfctr_programs):
+    proc = start(intel, perfctr_programs["global"])
+    assert until(proc, "started") == "started 2\n"
+    assert proc.stdin is not None
+    intel.control("advance-cpu 0 1ms 1ms")
+    intel.control("advance-cpu 1 3ms")
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    cpu0, cpu1 = fields(until(proc, "cpu=0")), fields(until(proc, "cpu=1"))
+    assert (cpu0["pmc0"], cpu0["tsc"]) == (2 * MS, 2 * MS)
+    assert (cpu1["pmc0"], cpu1["tsc"]) == (3 * MS, 3 * MS)
+    out, err = proc.communicate("", timeout=30)
+    assert proc.returncode == 0, err
+
+
+def test_global_mode_as_nobody_is_refused_with_eperm(intel, perfctr_programs):
+    proc = start(intel, perfctr_programs["global"], nobody=True)
+    out, err = proc.communicate("", timeout=30)
+    assert proc.returncode == 1
+    assert "gperfctr_control: Operation not permitted" in err
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+def test_each_thread_counts_only_its_own_time(intel, perfctr_programs, nobody):
+    proc = start(intel, perfctr_programs["threads"], nobody=nobody)
+    worker = fields(until(proc, "worker"))["tid"]
+    main = fields(until(proc, "main"))["tid"]
+    intel.control(f"advance-thread {worker} 3ms")
+    intel.control(f"advance-thread {main} 1ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    lines = {line.split()[0]: fields(line) for line in out.splitlines()}
+    assert lines["worker"] == {"tsc": 3 * MS, "pmc0": 3 * MS}
+    assert lines["main"] == {"tsc": MS, "pmc0": MS}
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+def test_rvperfctr_controls_and_reads_a_ptrace_stopped_process(intel, perfctr_programs, nobody):
+    proc = start(intel, perfctr_programs["remote"], nobody=nobody)
+    child = fields(until(proc, "attached"))["pid"]
+    intel.control(f"advance {child} 2ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    assert "not ESRCH" not in out
+    assert fields(out.splitlines()[-1]) == {"tsc": 2 * MS, "pmc0": 2 * MS}
+
+
+def test_cloexec_unlinks_the_state_at_exec(intel, perfctr_programs):
+    proc = subprocess.Popen(
+        [str(perfctr_programs["launcher"]), "sh", "-c", "read x"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=intel.env(LAUNCHER_CLOEXEC="1"),
+    )  # fmt: skip
+    child = fields(until(proc, "child"))["pid"]
+    deadline = time.monotonic() + 10
+    while "vperfctrs 0" not in (intel.path / "perfctr").read_text():  # the exec has been seen
+        assert time.monotonic() < deadline, "the exec never unlinked the perfctr"
+        time.sleep(0.01)
+    intel.control(f"advance {child} 2ms")
+    out, err = proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0, err
+    last = fields(out.splitlines()[-1])
+    assert last["pmc0"] == last["pmc1"] == last["tsc"] == 0
+
+
+def test_launcher_under_the_real_clock_counts_the_childs_cpu_time(intel_real, perfctr_programs):
+    loop = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
+    proc = start(intel_real, perfctr_programs["launcher"], "sh", "-c", loop)
+    out, err = proc.communicate("", timeout=60)
+    assert proc.returncode == 0, err
+    last = fields(out.splitlines()[-1])
+    # the child's run time, in cycles at 1000 MHz: tens of milliseconds at least
+    assert last["tsc"] > 10 * MS
+    assert last["pmc1"] == last["tsc"]  # cycles in user and kernel mode: the whole run
+    assert 0 < last["pmc0"] <= last["tsc"] * 8 // 10 + 1  # instructions in user mode only, 0.8 per cycle
+
+
+def test_overflow_signals_under_the_real_clock_come_from_the_tick(intel_real, perfctr_programs):
+    proc = start(intel_real, perfctr_programs["signal"], str(5 * MS))  # an overflow every 5 ms of user time
+    until(proc, "ready")
+    assert proc.stdin is not None
+    proc.stdin.write("burn 3\n")
+    proc.stdin.flush()
+    burnt = fields(until(proc, "burnt"))
+    assert burnt == {"overflows": 3, "mask": 0b10}
+    out, err = proc.communicate("", timeout=60)
+    assert proc.returncode == 0, err
+    assert "unexpected" not in out
