@@ -19,9 +19,7 @@ import os
 import resource
 import struct
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Mapping, Self, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Self, Sequence
 
 import structs
 from structs import (
@@ -32,21 +30,33 @@ from structs import (
     HWPERF_EVENTMAX,
 )
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 DEFAULT_MOUNT = "/run/hwperfd"
 
 SlotSpecs = Mapping[int, int] | Sequence[int]
 
 
+def mount_dir() -> str:
+    """The mount, as a string: what perfex uses (it does not import pathlib)."""
+    return os.environ.get("HWPERFD_MOUNT") or DEFAULT_MOUNT
+
+
 def mount_point() -> Path:
-    return Path(os.environ.get("HWPERFD_MOUNT") or DEFAULT_MOUNT)
+    from pathlib import Path  # imported when asked: perfex's start-up does without it
+
+    return Path(mount_dir())
 
 
 class NotMounted(FileNotFoundError):
     """hwperfd is not mounted where the client looked."""
 
 
-def require_mount(mount: Path | None = None) -> Path:
-    mount = mount or mount_point()
+def require_mount(mount: str | os.PathLike[str] | None = None) -> Path:
+    from pathlib import Path
+
+    mount = Path(mount) if mount else mount_point()
     if not (mount / "control").exists():
         raise NotMounted(
             f"hwperfd is not mounted at {mount} (start it with `hwperfd {mount}` as root, "
@@ -77,8 +87,7 @@ def slots_for(*events: int, mode: int = HWPERF_CNTEN_U, counters_per_event: int 
     return {e: spec(e % counters_per_event, mode) for e in events}
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(NamedTuple):
     generation: int
     counts: tuple[int, ...]
     raw: bytes  # the hwperf_prusage_t as read
@@ -132,9 +141,15 @@ def _spec_words(eventctrl: Any) -> tuple[int, ...]:  # a parsed hwperf_eventctrl
 class _MountFile:
     """An open file of the mount, and the one way to call an ioctl on it."""
 
-    def __init__(self, path: Path, flags: int) -> None:
-        self.path = path
-        self.fd = os.open(path, flags)
+    def __init__(self, path: str | os.PathLike[str], flags: int) -> None:
+        self._path = os.fspath(path)
+        self.fd = os.open(self._path, flags)
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._path)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -252,12 +267,17 @@ class ProcessCounters(_MountFile):
     """
 
     def __init__(
-        self, pid: int | None = None, *, mount: Path | str | None = None, writable: bool = True, fast: bool = True
+        self,
+        pid: int | None = None,
+        *,
+        mount: str | os.PathLike[str] | None = None,
+        writable: bool = True,
+        fast: bool = True,
     ):
         self.pid = os.getpid() if pid is None else pid
-        root = Path(mount) if mount else mount_point()
+        root = os.fspath(mount) if mount else mount_dir()
         try:
-            super().__init__(root / f"{self.pid:05d}", os.O_RDWR if writable else os.O_RDONLY)
+            super().__init__(os.path.join(root, f"{self.pid:05d}"), os.O_RDWR if writable else os.O_RDONLY)
         except OSError:
             require_mount(root)  # checked only when the open fails: one FUSE look-up less per open
             raise
@@ -389,8 +409,8 @@ class Control(_MountFile):
     work, commands that change state answer EPERM); text commands need root.
     """
 
-    def __init__(self, *, mount: Path | str | None = None) -> None:
-        path = require_mount(Path(mount) if mount else None) / "control"
+    def __init__(self, *, mount: str | os.PathLike[str] | None = None) -> None:
+        path = require_mount(mount) / "control"
         try:
             super().__init__(path, os.O_RDWR)
         except PermissionError:
@@ -447,7 +467,7 @@ class Control(_MountFile):
 
 
 __all__ = [
-    "ProcessCounters", "Control", "Usage", "NotMounted", "mount_point", "require_mount",
+    "ProcessCounters", "Control", "Usage", "NotMounted", "mount_point", "mount_dir", "require_mount",
     "spec", "user", "kernel", "slots_for", "pack_request",
     "HWPERF_CNTEN_U", "HWPERF_CNTEN_K", "HWPERF_CNTEN_E", "HWPERF_CNTEN_IE",
 ]  # fmt: skip

@@ -34,7 +34,7 @@ cycles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 KINDS: tuple[str, ...] = (
     "cycles",
@@ -78,8 +78,9 @@ KINDS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Event:
+# Named tuples, not dataclasses: perfex imports these tables at start, and
+# `dataclasses` (through `inspect`) would cost it more than the tables do.
+class Event(NamedTuple):
     number: int  # 0..31: perfex/r10k_counters numbering
     name: str  # perfex(1)-style name
     macro: str  # C macro in include/sys/hwperfmacros.h
@@ -87,8 +88,7 @@ class Event:
     description: str  # one line, from r10k_counters(5)
 
 
-@dataclass(frozen=True)
-class CpuEvents:
+class CpuEvents(NamedTuple):
     name: str  # "r10000" / "r12000"
     events: tuple[Event, ...]  # 32 events, index == number
     # True (R10000): counter c with hwp_ev e (0..15) counts event 16*c + e.

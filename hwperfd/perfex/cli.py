@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import TextIO
 
 import structs
@@ -89,25 +88,33 @@ class UsageError(ValueError):
     pass
 
 
-@dataclass
 class Options:
-    events: list[str] = field(default_factory=list)
-    all_events: bool = False
-    per_process: bool = False
-    signal_control: bool = False
-    exception_level: bool = False
-    costs: bool = False
-    print_table: bool = False
-    output: str | None = None
-    cost_file: str | None = None
-    reuse: int = 0
-    repeat: int = 1
-    json_output: bool = False
-    csv_output: bool = False
-    list_events: bool = False
-    cpu_type: str | None = None
-    help: bool = False
-    command: list[str] = field(default_factory=list)
+    """perfex's options, as parsed (a plain class: see hwperfd.cpu.events.Event)."""
+
+    __slots__ = (
+        "events", "all_events", "per_process", "signal_control", "exception_level", "costs", "print_table",
+        "output", "cost_file", "reuse", "repeat", "json_output", "csv_output", "list_events", "cpu_type",
+        "help", "command",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.all_events = False
+        self.per_process = False
+        self.signal_control = False
+        self.exception_level = False
+        self.costs = False
+        self.print_table = False
+        self.output: str | None = None
+        self.cost_file: str | None = None
+        self.reuse = 0
+        self.repeat = 1
+        self.json_output = False
+        self.csv_output = False
+        self.list_events = False
+        self.cpu_type: str | None = None
+        self.help = False
+        self.command: list[str] = []
 
 
 def parse_args(argv: list[str]) -> Options:

@@ -31,12 +31,13 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, replace
-from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SYSTEM_COSTS = "/etc/perfex.costs"
 SYSTEM_COSTS_ENV = "PERFEX_COSTS"  # another system-wide file (tests, sites)
@@ -54,8 +55,7 @@ LINE_BYTES: Mapping[str, tuple[int, int]] = MappingProxyType({"r10000": (32, 128
 COLUMNS = ("typical", "minimum", "maximum")
 
 
-@dataclass(frozen=True)
-class Cost:
+class Cost(NamedTuple):
     """One cost: a non-negative number of clks or nsec."""
 
     value: float
@@ -71,8 +71,7 @@ class Cost:
         return f"{_number(self.value):>10} {self.unit:<4}"
 
 
-@dataclass(frozen=True)
-class EventCost:
+class EventCost(NamedTuple):
     minimum: Cost
     typical: Cost
     maximum: Cost
@@ -167,11 +166,27 @@ class CostFileError(ValueError):
     """A cost file that cannot be used; the message names file and line."""
 
 
-@dataclass(frozen=True)
 class CostTable:
-    cpu_type: str
-    costs: tuple[EventCost, ...]  # 32, index == event number
-    sources: tuple[str, ...] = ()  # files applied over the built-in table, in order
+    """An event cost table: a plain class (not a dataclass, which perfex would
+    pay for at start-up; not a named tuple, whose indexing ``table[n]`` is)."""
+
+    __slots__ = ("cpu_type", "costs", "sources")
+
+    def __init__(self, cpu_type: str, costs: tuple[EventCost, ...], sources: tuple[str, ...] = ()) -> None:
+        self.cpu_type = cpu_type
+        self.costs = costs  # 32, index == event number
+        self.sources = sources  # files applied over the built-in table, in order
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CostTable):
+            return NotImplemented
+        return (self.cpu_type, self.costs, self.sources) == (other.cpu_type, other.costs, other.sources)
+
+    def __hash__(self) -> int:
+        return hash((self.cpu_type, self.costs, self.sources))
+
+    def __repr__(self) -> str:
+        return f"CostTable(cpu_type={self.cpu_type!r}, costs={self.costs!r}, sources={self.sources!r})"
 
     @classmethod
     def builtin(cls, cpu_type: str) -> "CostTable":
@@ -188,7 +203,7 @@ class CostTable:
         costs = list(self.costs)
         for event, cost in overrides.items():
             costs[event] = cost
-        return replace(self, costs=tuple(costs), sources=self.sources + (source,))
+        return CostTable(self.cpu_type, tuple(costs), self.sources + (source,))
 
     def format(self) -> str:
         """The table as ``perfex -t`` prints it, which is what ``-c`` reads."""
@@ -293,6 +308,8 @@ def parse(text: str, cpu_type: str, filename: str = "<costs>") -> dict[int, Even
 
 
 def system_costs_path(environ: Mapping[str, str] | None = None) -> Path:
+    from pathlib import Path  # only -y reads cost files: not imported on every run
+
     environ = os.environ if environ is None else environ
     return Path(environ.get(SYSTEM_COSTS_ENV) or SYSTEM_COSTS)
 
@@ -304,6 +321,8 @@ def load(cpu_type: str, user_file: str | os.PathLike | None = None, *, system_fi
     provided by the /etc/perfex.costs file."  A missing system file is
     normal; a missing -c file, or a bad line in either, is a CostFileError.
     """
+    from pathlib import Path
+
     table = CostTable.builtin(cpu_type)
     system_file = system_file or system_costs_path()
     for path, required in ((system_file, False), (Path(user_file) if user_file else None, True)):

@@ -10,11 +10,11 @@ again.
 from __future__ import annotations
 
 import errno
+import os
 import re
-from dataclasses import dataclass
-from pathlib import Path
+from typing import NamedTuple
 
-from hwperfd.client import ProcessCounters, mount_point, require_mount, user
+from hwperfd.client import ProcessCounters, mount_dir, require_mount, user
 from hwperfd.cpu.events import CPU_TYPE_DATA
 from hwperfd.perfex.costs import cpu_label
 
@@ -25,9 +25,8 @@ class MachineUnknown(RuntimeError):
     """hwperfd would not say what it emulates."""
 
 
-@dataclass(frozen=True)
-class Machine:
-    mount: Path | None  # None: not asked (perfex --list / -t without a mount)
+class Machine(NamedTuple):
+    mount: str | None  # None: not asked (perfex --list / -t without a mount)
     cpu_type: str
     mhz: float
     cpus: int
@@ -44,12 +43,12 @@ def parse_cpu_line(text: str) -> tuple[str, int, float] | None:
     return match.group(1), int(match.group(2)), float(match.group(3))
 
 
-def detect(mount: Path | str | None = None) -> Machine:
+def detect(mount: str | os.PathLike[str] | None = None) -> Machine:
     """Ask the mounted hwperfd; raises client.NotMounted or MachineUnknown."""
-    root = Path(mount) if mount else mount_point()
+    root = os.fspath(mount) if mount else mount_dir()
     found = None
     try:
-        found = parse_cpu_line((root / "control").read_text())
+        found = parse_cpu_line(_read(os.path.join(root, "control")))
     except PermissionError:
         found = _probe(root)
     except OSError:
@@ -61,7 +60,21 @@ def detect(mount: Path | str | None = None) -> Machine:
     return Machine(root, cpu_type, mhz, cpus)
 
 
-def _probe(root: Path) -> tuple[str, int, float] | None:
+def _read(path: str) -> str:
+    """The control node's text in one read(2), as the client reads a text view.
+
+    open().read() adds an isatty() ioctl (on the mount, a FUSE request), two
+    fstat(2)s and a second read at the end (the mount's files are direct I/O:
+    every read(2) is a request, and one returns the whole text, up to 1 MiB).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 1 << 20).decode()
+    finally:
+        os.close(fd)
+
+
+def _probe(root: str) -> tuple[str, int, float] | None:
     with ProcessCounters(mount=root) as own:
         found = parse_cpu_line(own.summary())
         if found is not None:  # already counting (perfex under perfex)

@@ -24,8 +24,7 @@ multiplexed per counter).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import structs
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
@@ -47,8 +46,7 @@ class ConflictingCounters(EventError):
     pass
 
 
-@dataclass(frozen=True)
-class CountedEvent:
+class CountedEvent(NamedTuple):
     number: int  # perfex / r10k_counters event number, 0..31
     name: str
     slot: int  # index in hwperf_eventctrl_t
@@ -59,8 +57,7 @@ class CountedEvent:
         return self.slot // SLOTS_PER_COUNTER
 
 
-@dataclass(frozen=True)
-class EventPlan:
+class EventPlan(NamedTuple):
     cpu_type: str
     events: tuple[CountedEvent, ...]  # sorted by event number
     mode: int = structs.HWPERF_CNTEN_U

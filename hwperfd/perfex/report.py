@@ -11,7 +11,6 @@ from __future__ import annotations
 
 # json, csv, shlex and statistics are imported where used: most runs need
 # only the text, and each import is start-up time perfex pays on every run.
-from dataclasses import dataclass, field
 from typing import Sequence
 
 from hwperfd.perfex.costs import COLUMNS, CostTable, cpu_label
@@ -29,12 +28,16 @@ STAT_LINE = STAT_NAME_WIDTH + 1 + TIME_WIDTH
 CYCLES_EVENTS = {"r10000": (0, 16), "r12000": (0,)}
 
 
-@dataclass
 class EventResult:
-    event: CountedEvent
-    runs: list[int]  # projected count of each run
-    raw: list[int]  # raw count of each run
-    fractions: list[float | None]  # share of the time counted, each run
+    # Plain classes with __slots__ here: `dataclasses` imports `inspect`,
+    # which would cost perfex's start-up more than its own modules.
+    __slots__ = ("event", "runs", "raw", "fractions")
+
+    def __init__(self, event: CountedEvent, runs: list[int], raw: list[int], fractions: list[float | None]) -> None:
+        self.event = event
+        self.runs = runs  # projected count of each run
+        self.raw = raw  # raw count of each run
+        self.fractions = fractions  # share of the time counted, each run
 
     @property
     def count(self) -> float:
@@ -62,24 +65,39 @@ class EventResult:
         return pystats.fmean(known) if known else None
 
 
-@dataclass
 class ProcessResult:
-    pid: int
-    comm: str
-    counts: dict[int, int]  # event number -> projected count
+    __slots__ = ("pid", "comm", "counts")
+
+    def __init__(self, pid: int, comm: str, counts: dict[int, int]) -> None:
+        self.pid = pid
+        self.comm = comm
+        self.counts = counts  # event number -> projected count
 
 
-@dataclass
 class Report:
-    command: list[str]
-    machine: Machine
-    plan: EventPlan
-    events: list[EventResult]
-    exit_code: int
-    costs: CostTable | None = None  # -y
-    statistics: list[Statistic] = field(default_factory=list)
-    processes: list[ProcessResult] = field(default_factory=list)  # -mp
-    warnings: list[str] = field(default_factory=list)
+    __slots__ = ("command", "machine", "plan", "events", "exit_code", "costs", "statistics", "processes", "warnings")
+
+    def __init__(
+        self,
+        command: list[str],
+        machine: Machine,
+        plan: EventPlan,
+        events: list[EventResult],
+        exit_code: int,
+        costs: CostTable | None = None,
+        statistics: list[Statistic] | None = None,
+        processes: list[ProcessResult] | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.command = command
+        self.machine = machine
+        self.plan = plan
+        self.events = events
+        self.exit_code = exit_code
+        self.costs = costs  # -y
+        self.statistics: list[Statistic] = [] if statistics is None else statistics
+        self.processes: list[ProcessResult] = [] if processes is None else processes  # -mp
+        self.warnings: list[str] = [] if warnings is None else warnings
 
     @property
     def runs(self) -> int:
@@ -142,11 +160,22 @@ def statistics_lines(stats: Sequence[Statistic]) -> list[str]:
     ]
 
 
-def text(report: Report) -> str:
+# The characters shlex.quote leaves unquoted (its "safe" set, ASCII only).
+_SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
+
+
+def command_line(command: list[str]) -> str:
+    """``shlex.join(command)``, without importing shlex when no word needs quoting."""
+    if all(word and _SHELL_SAFE.issuperset(word) for word in command):
+        return " ".join(command)
     import shlex
 
+    return shlex.join(command)
+
+
+def text(report: Report) -> str:
     plan, machine = report.plan, report.machine
-    lines = [f"Summary for execution of {shlex.join(report.command)}", ""]
+    lines = [f"Summary for execution of {command_line(report.command)}", ""]
     if plan.multiplexed:
         lines.append(
             "Counts projected from multiplexed counting (-a): [n%] is the share of the run each event was counted."

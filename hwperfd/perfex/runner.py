@@ -27,9 +27,7 @@ import os
 import re
 import signal
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from hwperfd.client import ProcessCounters
 from hwperfd.perfex.plan import EventPlan
@@ -50,8 +48,7 @@ class PerfexError(RuntimeError):
         self.status = status
 
 
-@dataclass(frozen=True)
-class ProcessShare:
+class ProcessShare(NamedTuple):
     """One process's own counts (32 slots), as folded into the command."""
 
     pid: int
@@ -60,19 +57,32 @@ class ProcessShare:
     own_times: bool = False  # True for the command: its enabled/active times are known
 
 
-@dataclass
 class Measurement:
     """What one run of the command produced."""
 
-    pid: int
-    exit_code: int  # what perfex exits with: the code, or 128 + signal
-    signal: int | None
-    raw: tuple[int, ...]  # slot counts: the command and every folded descendant
-    enabled_ns: int  # the command's own counting time (summed over -s intervals)
-    active_ns: tuple[int, ...]  # per slot, the part of enabled_ns it was loaded
-    processes: list[ProcessShare] = field(default_factory=list)  # descendants, then the command
-    started: bool = True  # False: -s and SIGUSR1 never came
-    lost: bool = False  # the generation changed: counts are incomplete
+    __slots__ = ("pid", "exit_code", "signal", "raw", "enabled_ns", "active_ns", "processes", "started", "lost")
+
+    def __init__(
+        self,
+        pid: int,
+        exit_code: int,
+        signal: int | None,
+        raw: tuple[int, ...],
+        enabled_ns: int,
+        active_ns: tuple[int, ...],
+        processes: list[ProcessShare] | None = None,
+        started: bool = True,
+        lost: bool = False,
+    ) -> None:
+        self.pid = pid
+        self.exit_code = exit_code  # what perfex exits with: the code, or 128 + signal
+        self.signal = signal
+        self.raw = raw  # slot counts: the command and every folded descendant
+        self.enabled_ns = enabled_ns  # the command's own counting time (summed over -s intervals)
+        self.active_ns = active_ns  # per slot, the part of enabled_ns it was loaded
+        self.processes = [] if processes is None else processes  # descendants, then the command
+        self.started = started  # False: -s and SIGUSR1 never came
+        self.lost = lost  # the generation changed: counts are incomplete
 
 
 class _Counting:
@@ -146,7 +156,7 @@ class _Counting:
 def run(
     argv: list[str],
     plan: EventPlan,
-    mount: Path | None,  # None: the default mount
+    mount: str | os.PathLike[str] | None,  # None: the default mount
     *,
     signal_control: bool = False,
     notice: Callable[[str], None] = lambda text: None,
@@ -207,7 +217,9 @@ def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, 
     generation = 0
     if counted:
         try:
-            with ProcessCounters(mount=mount) as own:
+            # fast=False: perfex does not read its own counters, so it needs
+            # no state page (one ioctl less, and no page for the daemon to make).
+            with ProcessCounters(mount=mount, fast=False) as own:
                 try:
                     generation = own.enable(plan.specs())
                 except OSError as exc:
@@ -224,7 +236,7 @@ def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, 
     finally:
         if counted:
             # Served after hwperfd has applied the fork: the child keeps its copy.
-            with ProcessCounters(mount=mount) as own:
+            with ProcessCounters(mount=mount, fast=False) as own:
                 own.release()
     if not counted:
         return pid, generation, None
@@ -243,7 +255,7 @@ def _system_mode(own: ProcessCounters) -> bool:
     return False
 
 
-def _inherited(pid: int, mount: Path, generation: int) -> tuple[bool, ProcessCounters | None]:
+def _inherited(pid: int, mount: str | os.PathLike[str] | None, generation: int) -> tuple[bool, ProcessCounters | None]:
     """Whether the command inherited counters of ``generation``, and its file
     (kept open for the run: one open and look-up less)."""
     try:
@@ -417,13 +429,26 @@ def _shares(pid: int, comm: str, totals: list[int], summary: str) -> list[Proces
 # -- projection ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Projected:
     """One event's count, scaled for multiplexing, and how much of the time it was counted."""
 
-    count: int
-    raw: int
-    fraction: float | None  # None: never counted
+    __slots__ = ("count", "raw", "fraction")
+
+    def __init__(self, count: int, raw: int, fraction: float | None) -> None:
+        self.count = count
+        self.raw = raw
+        self.fraction = fraction  # None: never counted
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Projected):
+            return NotImplemented
+        return (self.count, self.raw, self.fraction) == (other.count, other.raw, other.fraction)
+
+    def __hash__(self) -> int:
+        return hash((self.count, self.raw, self.fraction))
+
+    def __repr__(self) -> str:
+        return f"Projected(count={self.count!r}, raw={self.raw!r}, fraction={self.fraction!r})"
 
 
 def _scale(value: int, numerator: int, denominator: int) -> int:

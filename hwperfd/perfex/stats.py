@@ -12,8 +12,7 @@ cycles by the time per cycle").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from hwperfd.perfex.costs import LINE_BYTES, QUADWORD_BYTES, CostTable
 
@@ -41,8 +40,7 @@ PREFETCHES = 16  # R12000 only
 PREFETCH_MISSES = 17  # R12000 only
 
 
-@dataclass(frozen=True)
-class Statistic:
+class Statistic(NamedTuple):
     name: str
     value: float
 

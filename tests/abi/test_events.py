@@ -1,7 +1,5 @@
 """The R10000 / R12000 event tables."""
 
-import dataclasses
-
 import pytest
 
 from hwperfd.cpu.events import CPU_EVENTS, KINDS, R10000, R12000, CpuEvents, Event
@@ -158,9 +156,9 @@ def test_by_name_finds_every_macro(table):
 
 
 def test_frozen():
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         R10000.events[0].name = "x"  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         R10000.name = "x"  # type: ignore[misc]
     assert isinstance(R10000, CpuEvents)
 
