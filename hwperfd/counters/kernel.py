@@ -259,15 +259,7 @@ class CounterKernel:
                 # This call "will not forcibly acquire the counters" (PIOCENEVCTRS).
                 raise CountersBusy(f"user-mode counters are running (pid {running[0]})")
             return self._acquire_system(request, owner=target.pid, owner_start=start_of(target))
-        record = self._current(target)
-        if record is not None and record.state is State.ENABLED:
-            raise CountersBusy(f"pid {target.pid} is already using the counters")
-        seen = self.time.process_times(target.pid)
-        if seen is None:
-            raise NoSuchProcess(f"pid {target.pid} is gone")
-        generation = record.generation + 1 if record else 1
-        if generation > INT_MAX:
-            raise InvalidRequest(f"pid {target.pid} has used up its generations")
+        record, seen, generation = self._fresh_start(target)
         block = ControlBlock(request)
         if restore is not None and not restore.empty:
             if restore.generation:
@@ -400,15 +392,7 @@ class CounterKernel:
         self._check_access(caller, target)
         if self._system is not None:
             raise CountersBusy("the counters are in use in system mode")
-        record = self._current(target)
-        if record is not None and record.state is State.ENABLED:
-            raise CountersBusy(f"pid {target.pid} is already using the counters")
-        seen = self.time.process_times(target.pid)
-        if seen is None:
-            raise NoSuchProcess(f"pid {target.pid} is gone")
-        generation = record.generation + 1 if record else 1
-        if generation > INT_MAX:
-            raise InvalidRequest(f"pid {target.pid} has used up its generations")
+        record, seen, generation = self._fresh_start(target)
         self._procs[target.pid] = _ProcessRecord(
             target.pid,
             ControlBlock(request),
@@ -836,6 +820,21 @@ class CounterKernel:
         return pids
 
     # -- internals -----------------------------------------------------------
+
+    def _fresh_start(self, target: Task) -> tuple[_ProcessRecord | None, CpuTimes, int]:
+        """What acquiring ``target``'s counters anew starts from: its record
+        (None if it has none), its CPU times now and the next generation.
+        EBUSY while it counts already; ESRCH if gone; EINVAL past INT_MAX."""
+        record = self._current(target)
+        if record is not None and record.state is State.ENABLED:
+            raise CountersBusy(f"pid {target.pid} is already using the counters")
+        seen = self.time.process_times(target.pid)
+        if seen is None:
+            raise NoSuchProcess(f"pid {target.pid} is gone")
+        generation = record.generation + 1 if record else 1
+        if generation > INT_MAX:
+            raise InvalidRequest(f"pid {target.pid} has used up its generations")
+        return record, seen, generation
 
     def _note_armed(self, pid: int, request: CounterRequest, profiling: int = 0) -> None:
         if _arms_signals(request, profiling):

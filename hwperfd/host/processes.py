@@ -315,14 +315,7 @@ def read_thread_cpu_times(pid: int, tid: int, ticks: tuple[int, int] | None = No
 
 def read_thread_cpu_ticks(tid: int) -> tuple[int, int] | None:
     """A thread's stat (utime, stime) in clock ticks, or None if gone."""
-    try:
-        _, st = _split_stat(_read(f"{PROC}/{tid}/task/{tid}/stat"))
-        return int(st[_UTIME]), int(st[_STIME])
-    except OSError as exc:
-        _gone(exc)
-        return None
-    except (ValueError, IndexError):
-        return None
+    return _ticks_in(f"{PROC}/{tid}/task/{tid}/stat")
 
 
 def pidfd_alive(fd: int) -> bool:
@@ -517,8 +510,12 @@ def read_cpu_total(pid: int) -> int | None:
 def read_cpu_ticks(pid: int) -> tuple[int, int] | None:
     """stat's (utime, stime) in clock ticks, or None if gone: the only place
     Linux splits user from system time, and it moves a tick at a time."""
+    return _ticks_in(f"{PROC}/{pid}/stat")
+
+
+def _ticks_in(stat_path: str) -> tuple[int, int] | None:
     try:
-        _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
+        _, st = _split_stat(_read(stat_path))
         return int(st[_UTIME]), int(st[_STIME])
     except OSError as exc:
         _gone(exc)
