@@ -68,6 +68,9 @@ class ManualClock:
     def forget_thread(self, tid: int) -> None:
         self._threads.pop(tid, None)
 
+    def thread_exited(self, pid: int, tid: int, user_ns: int, system_ns: int) -> None:
+        """Manual time is exact already; the host's accounting is ignored."""
+
     def tsc_ns(self, cpu: int) -> int:
         """The TSC's time base: a manual CPU has no idle time, so its TSC
         moves exactly with ``advance_cpu`` (user + system)."""
@@ -92,6 +95,7 @@ class RealClock:
         self._ticks: dict[int, tuple[int, tuple[int, int]]] = {}  # pid -> (read at, (utime, stime))
         self._held: set[int] = set()  # pids with a state page: their ratio moves only in refresh_split
         self._thread_splits: dict[int, tuple[int, int]] = {}  # tid -> (utime, stime) a thread's page shows
+        self._thread_final: OrderedDict[tuple[int, int], CpuTimes] = OrderedDict()  # (pid, tid) -> exit record
 
     def process_times(self, pid: int) -> CpuTimes | None:
         """Exact total now (one clock_gettime), split user/system in the ratio
@@ -165,7 +169,19 @@ class RealClock:
         """One thread's exact run time, split as its own stat splits it (as
         its state page shows, while it has one: ``hold_thread_split``)."""
         times = processes.read_thread_cpu_times(pid, tid, self._thread_splits.get(tid))
-        return None if times is None else (times.user_ns, times.system_ns)
+        if times is None:
+            # Gone: its exit record, if taskstats has told us, is its last word.
+            return self._thread_final.get((pid, tid))
+        return times.user_ns, times.system_ns
+
+    def thread_exited(self, pid: int, tid: int, user_ns: int, system_ns: int) -> None:
+        """The kernel's exit accounting for thread ``tid`` of ``pid``: the
+        time it ran after the daemon last looked would otherwise go with its
+        /proc entry.  The last ``FINALS_KEPT`` are kept."""
+        self._thread_final[(pid, tid)] = (user_ns, system_ns)
+        self._thread_final.move_to_end((pid, tid))
+        while len(self._thread_final) > self.FINALS_KEPT:
+            self._thread_final.popitem(last=False)
 
     def thread_split(self, tid: int) -> tuple[int, int] | None:
         """The (utime, stime) ratio held for thread ``tid``, if any."""
@@ -190,7 +206,7 @@ class RealClock:
         self._held.discard(pid)
 
     def forget_thread(self, tid: int) -> None:
-        """Nothing is kept per thread."""
+        self._thread_splits.pop(tid, None)
 
     def hold_split(self, pid: int, held: bool) -> None:
         """A process that reads its own counts from a state page splits its

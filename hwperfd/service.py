@@ -315,6 +315,9 @@ class Daemon:
             if isinstance(record, taskstats.TaskExit):
                 if record.whole_group:
                     batch.append(Exited(record.pid, record.ppid, record.comm, record.split()))
+                if record.tgid and record.pid != record.tgid and not record.aggregate:
+                    # A thread's last run, for its per-thread counters (applied after this).
+                    self.clock.thread_exited(record.tgid, record.pid, *record.split())
             else:
                 batch.append(Lost())
         return batch

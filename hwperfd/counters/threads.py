@@ -265,6 +265,9 @@ class ThreadTable:
             elif isinstance(event, ThreadExited):
                 for ctx in list(self._books.by_tid.get(event.tid, {}).values()):
                     if ctx.pid == event.pid:
+                        # Its last run counts: the clock may still know it (the
+                        # kernel's exit accounting), though /proc has let it go.
+                        self.catch_up(ctx)
                         self._end(ctx)
                         changed += 1
             elif isinstance(event, ProcessExited):

@@ -233,10 +233,11 @@ class Virtual:
         return True
 
     def _on_exit(self, ctx: ThreadContext) -> None:
-        """exit_thread -> vperfctr_unlink.  A thread's time after its last
-        catch-up is gone with it, except a main thread's: the process's exit
-        accounting has it, and it reaches the clock after this event, so the
-        final counts are taken at the next look (``finish``)."""
+        """exit_thread -> vperfctr_unlink.  The thread table has caught the
+        context up from the clock's last word on the thread (its taskstats
+        exit record); a main thread's comes with its process's exit
+        accounting, after this event, so its final counts are taken at the
+        next look (``finish``)."""
         perfctr = ctx.data
         if not isinstance(perfctr, Vperfctr):
             return

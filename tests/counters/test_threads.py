@@ -31,6 +31,7 @@ class FakeHost:
     def __init__(self) -> None:
         self.starts: dict[tuple[int, int], int] = {}
         self.times: dict[int, tuple[int, int]] = {}
+        self.finals: dict[int, tuple[int, int]] = {}  # what the kernel's exit accounting said
 
     def spawn(self, pid: int, tid: int, start: int = 1) -> None:
         self.starts[(pid, tid)] = start
@@ -48,7 +49,7 @@ class FakeHost:
         return self.starts.get((pid, tid))
 
     def thread_times(self, pid: int, tid: int) -> tuple[int, int] | None:
-        return self.times.get(tid) if (pid, tid) in self.starts else None
+        return self.times.get(tid) if (pid, tid) in self.starts else self.finals.get(tid)
 
 
 @pytest.fixture
@@ -199,3 +200,14 @@ def test_a_gone_thread_is_swept_and_catch_up_says_so(host, table):
     host.end(10, 10)
     assert table.catch_up(ctx) is False
     assert table.sweep() == 1 and len(table) == 0
+
+
+def test_a_threads_last_run_is_counted_at_its_exit_from_the_clocks_last_word(host, table):
+    host.spawn(10, 11)
+    ctx = table.attach("perfctr", 10, 11, owner=1000)
+    ctx.cpu.program(0, CYCLES)
+    host.run(11, 4 * MS)
+    host.finals[11] = host.times[11]  # the exit record outlives the thread
+    host.end(10, 11)
+    table.apply([ThreadExited(10, 11)])
+    assert ctx.cpu.rdpmc(0) == 4 * MS and len(table) == 0

@@ -194,3 +194,17 @@ def test_overflow_signals_under_the_real_clock_come_from_the_tick(intel_real, pe
     out, err = proc.communicate("", timeout=60)
     assert proc.returncode == 0, err
     assert "unexpected" not in out
+
+
+def test_a_thread_that_exits_keeps_its_last_run_in_its_counts_under_the_real_clock(intel_real, perfctr_programs):
+    """The daemon looked at the thread only when it set its counters up; its
+    whole run after that comes from the kernel's exit accounting for the
+    thread (taskstats), as /proc lets the thread go at its exit."""
+    proc = start(intel_real, perfctr_programs["thread_exit"], "60")
+    out, err = proc.communicate("", timeout=60)
+    assert proc.returncode == 0, err
+    result = fields(out.splitlines()[-1])
+    # cycles at 1000 MHz are the thread's nanoseconds; the kernel's record ends
+    # a little after the thread's last clock read (its exit path)
+    assert result["ran_ns"] >= 60 * MS
+    assert result["ran_ns"] * 97 // 100 <= result["pmc0"] <= result["ran_ns"] * 110 // 100 + MS
