@@ -25,7 +25,7 @@ from math import lcm
 
 from hwperfd.counters.block import ControlBlock
 from hwperfd.counters.request import SLOTS
-from hwperfd.cpu.core import PmuCpu, decode, per_cycle
+from hwperfd.cpu.core import PmuCpu, per_cycle
 from hwperfd.cpu.pmu import COUNTERS_PER_CPU, MODE_EXL, MODE_K, MODE_U, Cpu
 from hwperfd.cpu.profiles import WorkloadProfile
 
@@ -110,7 +110,7 @@ def register_rates(
     """Events per ns of user and of system time of one seed-002 counter
     register as programmed (``PmuCpu.run``), for a per-thread personality's
     pages: with the register's carried ``residue`` and its count, ``slot_rate``."""
-    selection = decode(cpu.model, counter, cpu.evntsel(counter))
+    selection = cpu.selection(counter)
     if not selection.counts:
         return Fraction(0), Fraction(0)
     base = cpu.mhz / 1000 * per_cycle(selection, rates)

@@ -33,7 +33,7 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from hwperfd.counters.errors import CountersLimit
-from hwperfd.cpu.core import PmuCpu, decode
+from hwperfd.cpu.core import PmuCpu
 from hwperfd.cpu.models import CpuModel
 from hwperfd.cpu.profiles import WorkloadProfile
 
@@ -245,13 +245,7 @@ class ThreadTable:
     def interrupting(self) -> list[ThreadContext]:
         """Contexts with a counter whose overflow interrupts: the service
         catches these up on its clock tick so their signals are not late."""
-        found = []
-        for ctx in self.contexts():
-            if ctx.running and any(
-                decode(self.model, i, ctx.cpu.evntsel(i)).interrupt for i in range(self.model.counters)
-            ):
-                found.append(ctx)
-        return found
+        return [ctx for ctx in self.contexts() if ctx.running and ctx.cpu.interrupts]
 
     # -- the host's events -------------------------------------------------------
 

@@ -137,6 +137,7 @@ class _Register:
     residue: Fraction = Fraction(0)
     reload: int | None = None  # i-mode: the preset the overflow handler restores
     overflowed: bool = False  # an overflow interrupt is pending
+    selection: Selection | None = None  # what evntsel makes it do, decoded once when programmed
 
 
 class PmuCpu:
@@ -147,7 +148,7 @@ class PmuCpu:
         self.model = model
         self.mhz = mhz
         self.tsc = Tsc(mhz)
-        self._regs = [_Register() for _ in range(model.counters)]
+        self._regs = [_Register(selection=decode(model, i, 0)) for i in range(model.counters)]
 
     # -- registers (wrmsr / rdmsr / rdpmc) --
 
@@ -155,7 +156,20 @@ class PmuCpu:
         return self._regs[self._check(counter)].evntsel
 
     def program(self, counter: int, evntsel: int) -> None:
-        self._regs[self._check(counter)].evntsel = evntsel & 0xFFFFFFFF
+        reg = self._regs[self._check(counter)]
+        reg.evntsel = evntsel & 0xFFFFFFFF
+        reg.selection = decode(self.model, counter, reg.evntsel)
+
+    def selection(self, counter: int) -> Selection:
+        """What the counter's event select makes it count (decoded when programmed)."""
+        selection = self._regs[self._check(counter)].selection
+        assert selection is not None
+        return selection
+
+    @property
+    def interrupts(self) -> bool:
+        """Whether any counter raises an interrupt on overflow."""
+        return any(reg.selection is not None and reg.selection.interrupt for reg in self._regs)
 
     def write(self, counter: int, value: int, *, reload: int | None = None) -> None:
         """Set the counter register; ``reload`` arms the i-mode preset."""
@@ -192,7 +206,9 @@ class PmuCpu:
         kernel_ns = Fraction(system_ns) * (1 - exl_share) if self.model.control == "mips" else Fraction(system_ns)
         exl_ns = Fraction(system_ns) * exl_share if self.model.control == "mips" else Fraction(0)
         for i, reg in enumerate(self._regs):
-            selection = decode(self.model, i, reg.evntsel)
+            selection = reg.selection
+            if selection is None:
+                continue
             if not selection.counts:
                 continue
             ns = (user_ns if selection.user else 0) + (kernel_ns if selection.kernel else 0) + (

@@ -9,6 +9,7 @@ import pytest
 from hwperfd.cpu import core
 from hwperfd.cpu.core import (
     X86_EN,
+    X86_INT,
     X86_INV,
     X86_OS,
     X86_USR,
@@ -163,3 +164,14 @@ def test_the_reservation_names_its_holder():
     assert reservation.holder == "pctr"
     reservation.release("pctr")
     assert reservation.reserve("irix-system-mode") is None
+
+
+def test_a_counter_counts_what_it_was_last_programmed_for_and_knows_its_interrupt():
+    cpu = PmuCpu(0, MODELS["intel"], Fraction(1000))
+    assert not cpu.interrupts
+    cpu.program(0, 0x3C | X86_EN | X86_USR | X86_INT)
+    assert cpu.interrupts and cpu.selection(0).interrupt and cpu.selection(0).user
+    cpu.program(0, 0x3C | X86_EN | X86_OS)  # reprogrammed: the decoded selection follows
+    assert not cpu.interrupts and cpu.selection(0).kernel and not cpu.selection(0).user
+    cpu.run(1000, 2000, {"cycles": Fraction(1)})
+    assert cpu.rdpmc(0) == 2000
