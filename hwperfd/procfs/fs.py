@@ -66,6 +66,11 @@ PERFCTR_NAME = b"perfctr"  # Linux perfctr's /dev/perfctr and vperfctr files (hw
 PERFCTR_INODE = PCTR_INODE + 2
 
 
+# The control node's calls that only read (anyone may make them): they leave every
+# state page as it was, so they must not cost a rewrite of every page.
+_SYSSGI_READS = frozenset({structs.HWIOC_GET_SYSCNTRS, structs.HWIOC_GET_CPUCNTRS, structs.HWIOC_GET_SYSEVCTRL})
+
+
 def pid_name(pid: int) -> bytes:
     """IRIX's /proc/%05d; longer pids simply grow."""
     return b"%05d" % pid
@@ -637,7 +642,8 @@ class ProcFs(pyfuse3.Operations):
             self._catch_up_events(None)
             self.faults.check(faults.CONTROL, cmd)
             reply = self._syssgi_ioctls(call)
-            self._pages_changed(None)
+            if cmd not in _SYSSGI_READS:
+                self._pages_changed(None)  # system mode or a caller's profiling may have changed
         elif ino >= _PID_BASE:
             handle = self._handles.get(fh)
             if handle is None or handle.inode != ino:

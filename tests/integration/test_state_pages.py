@@ -435,3 +435,21 @@ def test_real_clock_the_page_equals_the_daemon_once_the_process_stops(real_mount
     finally:
         child.kill()
         child.wait()
+
+
+def test_reading_the_system_counters_rewrites_no_page(counters, manual_mount):
+    """Anyone may read the system counters; a loop of those reads must not make
+    the daemon rewrite every process's page each time."""
+    counters.enable({0: user(0)})
+    assert counters.page is not None
+    seq = bytes(counters.page._map[8:12])
+    with Control(mount=manual_mount.path) as ctl:
+        for _ in range(20):
+            for call in (ctl.read_system, lambda: ctl.read_cpu(0), ctl.system_control):
+                try:
+                    call()
+                except OSError as exc:  # EINVAL: the counters are not in use in system mode
+                    assert exc.errno == errno.EINVAL
+    assert bytes(counters.page._map[8:12]) == seq
+    advance(manual_mount, "1ms")
+    assert bytes(counters.page._map[8:12]) != seq  # a change still rewrites it
