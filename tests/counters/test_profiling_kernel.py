@@ -70,6 +70,7 @@ def test_suspended_counters_count_nothing_until_continued(kernel, ledger, owed):
     kernel.catch_up([p.pid])
     assert p.pid not in kernel.signalling()
     kernel.suspend(me(p), p, False)
+    assert kernel.signalling() == [p.pid]  # still armed: its ticks go on after CONT
     ledger.run(p.pid, 1 * MS)
     kernel.catch_up([p.pid])
     assert kernel.read(me(p), p) == (gen, (3 * THRESHOLD,) + (0,) * 31)
