@@ -44,6 +44,7 @@ setup(ext_modules=[
     # programs opening "/proc/%05d" (and passing IRIX's pointer-carrying
     # PIOCENEVCTRSEX / PIOCGETEVCTRLEX) reach the mount unchanged.
     Extension(
-        "hwperfd.procredirect", sources=["lib/procredirect.c", "lib/state.c"], include_dirs=["include"], libraries=["dl"]
+        "hwperfd.procredirect", sources=["lib/procredirect.c", "lib/state.c"], include_dirs=["include"], libraries=["dl"],
+        depends=["lib/checked_copy.h"],
     ),
 ])

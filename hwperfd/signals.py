@@ -151,7 +151,11 @@ class SignalSender:
             self._count(target, -1)
             target.owner = owed.owner
             self._count(target, +1)
-        if owed.caught_only:
+        if not owed.caught_only:
+            # An overflow signal armed on the tick's number goes as armed: the
+            # ticks owed before it no longer decide whether it is sent.
+            target.caught_only.discard(owed.signal)
+        elif not target.owed.get(owed.signal):
             target.caught_only.add(owed.signal)
         total = target.owed.get(owed.signal, 0) + owed.count
         if total > MAX_OWED:

@@ -36,6 +36,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "checked_copy.h"
 #include "hwperfd/state.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -150,48 +151,9 @@ static int on_fuse(int fd)
     return fstatfs(fd, &st) == 0 && st.f_type == FUSE_SUPER_MAGIC;
 }
 
-/*
- * The pointers come from the program and may be bad: IRIX's kernel answered
- * EFAULT for them (copyin), so must we, not SIGSEGV.  The copies go through
- * the kernel, which checks them: process_vm_readv/writev on ourselves, or,
- * where that is refused (seccomp, old kernels), a pipe.
- */
-static int copy_through_pipe(void *to, const void *from, size_t size)
-{
-    int fds[2], rc = -1;
-
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    /* The structs are far smaller than a pipe's buffer: all or nothing. */
-    if (write(fds[1], from, size) == (ssize_t)size && read(fds[0], to, size) == (ssize_t)size)
-        rc = 0;
-    close(fds[0]);
-    close(fds[1]);
-    if (rc != 0)
-        errno = EFAULT;
-    return rc;
-}
-
-/* Copy `size` bytes; -1 with errno EFAULT if either side is not ours to use. */
-static int checked_copy(void *to, const void *from, size_t size, int outward)
-{
-    struct iovec local = {outward ? (void *)from : to, size};
-    struct iovec remote = {outward ? to : (void *)from, size};
-    ssize_t n;
-
-    n = outward ? process_vm_writev(getpid(), &local, 1, &remote, 1, 0)
-                : process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-    if (n == (ssize_t)size)
-        return 0;
-    if (n >= 0 || errno == EFAULT) {
-        errno = EFAULT;
-        return -1;
-    }
-    return copy_through_pipe(to, from, size); /* ENOSYS, EPERM: no process_vm_* here */
-}
-
-#define COPY_IN(to, from) checked_copy((to), (from), sizeof *(to), 0)
-#define COPY_OUT(to, from) checked_copy((to), (from), sizeof *(from), 1)
+/* The program's pointers may be bad: EFAULT, not SIGSEGV (checked_copy.h). */
+#define COPY_IN(to, from) hwperfd_checked_copy((to), (from), sizeof *(to), 0)
+#define COPY_OUT(to, from) hwperfd_checked_copy((to), (from), sizeof *(from), 1)
 
 /* hwp_aux may be NULL: a fresh generation and counts from zero. */
 static int enevctrsex(ioctl_fn real, int fd, const hwperf_profevctrargex_t *user)

@@ -72,6 +72,8 @@
 #include <invent.h>
 #include <time.h>
 
+#include "checked_copy.h"
+
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
 #endif
@@ -174,43 +176,8 @@ hwperf_profsignal(void)
 	return SIGRTMAX - 1;
 }
 
-/* Checked copies of the caller's memory: a bad pointer is EFAULT, not SIGSEGV
- * (IRIX's copyin, and its addupc's nofault handler).  Async-signal-safe. */
-static int
-copy_by_pipe(void *to, const void *from, size_t size)
-{
-	int fds[2], rc = -1;
-
-	if (pipe2(fds, O_CLOEXEC) != 0)
-		return -1;
-	if (write(fds[1], from, size) == (ssize_t)size && read(fds[0], to, size) == (ssize_t)size)
-		rc = 0;
-	close(fds[0]);
-	close(fds[1]);
-	if (rc != 0)
-		errno = EFAULT;
-	return rc;
-}
-
-static int
-checked_copy(void *to, const void *from, size_t size, int outward)
-{
-	struct iovec local, remote;
-	ssize_t n;
-
-	local.iov_base = outward ? (void *)from : to;
-	remote.iov_base = outward ? to : (void *)from;
-	local.iov_len = remote.iov_len = size;
-	n = outward ? process_vm_writev(getpid(), &local, 1, &remote, 1, 0)
-		    : process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-	if (n == (ssize_t)size)
-		return 0;
-	if (n >= 0 || errno == EFAULT) {
-		errno = EFAULT;
-		return -1;
-	}
-	return copy_by_pipe(to, from, size);	/* process_vm_* refused (seccomp) */
-}
+/* Checked copies of the caller's memory (checked_copy.h): a bad pointer is
+ * EFAULT, not SIGSEGV (IRIX's copyin, and its addupc's nofault handler). */
 
 /* Add one to the bucket at addr; -1 if it is not the caller's memory. */
 static int
@@ -220,15 +187,15 @@ bump(void *addr, int wide)
 	unsigned short half;
 
 	if (wide) {
-		if (checked_copy(&word, addr, sizeof word, 0) < 0)
+		if (hwperfd_checked_copy(&word, addr, sizeof word, 0) < 0)
 			return -1;
 		word++;
-		return checked_copy(addr, &word, sizeof word, 1);
+		return hwperfd_checked_copy(addr, &word, sizeof word, 1);
 	}
-	if (checked_copy(&half, addr, sizeof half, 0) < 0)
+	if (hwperfd_checked_copy(&half, addr, sizeof half, 0) < 0)
 		return -1;
 	half++;					/* wraps, as IRIX's 16-bit add */
-	return checked_copy(addr, &half, sizeof half, 1);
+	return hwperfd_checked_copy(addr, &half, sizeof half, 1);
 }
 
 /*
@@ -347,7 +314,7 @@ hwperf_profenable(hwperf_profevctrarg_t *args, struct prof *profp, int profcnt, 
 	int i, j, sortcnt, enable = 0, installed_now = 0, result, saved;
 
 	memset(&req, 0, sizeof req);
-	if (args == NULL || checked_copy(&req.hp_args, args, sizeof req.hp_args, 0) < 0) {
+	if (args == NULL || hwperfd_checked_copy(&req.hp_args, args, sizeof req.hp_args, 0) < 0) {
 		errno = EFAULT;
 		return -1;
 	}
@@ -364,7 +331,7 @@ hwperf_profenable(hwperf_profevctrarg_t *args, struct prof *profp, int profcnt, 
 		errno = ENOMEM;
 		return -1;
 	}
-	if (profp == NULL || checked_copy(copy, profp, (size_t)profcnt * sizeof *copy, 0) < 0) {
+	if (profp == NULL || hwperfd_checked_copy(copy, profp, (size_t)profcnt * sizeof *copy, 0) < 0) {
 		free(copy);
 		errno = EFAULT;
 		return -1;

@@ -596,6 +596,7 @@ class CounterKernel:
         if self._owns_system(pid):
             self._release_system()
         self._procs.pop(pid, None)
+        self._armed.pop(pid, None)  # signalling() runs only on the real clock's tick
         self._profiles.pop(pid, None)
         self._gone(pid)
 

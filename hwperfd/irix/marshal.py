@@ -10,7 +10,7 @@ import time
 
 from construct import ConstructError
 
-from hwperfd.counters.kernel import CounterView, Restore
+from hwperfd.counters.kernel import CounterView, Restore, State
 from hwperfd.counters.request import CounterRequest
 from hwperfd.host import processes
 from hwperfd.irix.errno_map import BadArgument
@@ -98,8 +98,6 @@ def _ctrl(spec: int) -> dict:
 
 
 def cpu_mon(view: CounterView | None) -> dict:
-    from hwperfd.counters.kernel import State
-
     if view is None:
         return dict(
             cm_flags=0, cm_gen=0, cm_mode=structs.HWPERF_CM_MODE_NONE, cm_sig=0,

@@ -70,6 +70,7 @@ def test_suspended_counters_count_nothing_until_continued(kernel, ledger, owed):
     kernel.catch_up([p.pid])
     assert p.pid not in kernel.signalling()
     kernel.suspend(me(p), p, False)
+    assert kernel.signalling() == [p.pid]  # still armed: its ticks go on after CONT
     ledger.run(p.pid, 1 * MS)
     kernel.catch_up([p.pid])
     assert kernel.read(me(p), p) == (gen, (3 * THRESHOLD,) + (0,) * 31)
@@ -110,3 +111,23 @@ def test_state_pages_turn_readers_to_the_daemon_while_profiling_or_suspended(ker
     assert kernel.snapshot(q.pid).fallback
     kernel.suspend(me(q), q, False)
     assert not kernel.snapshot(q.pid).fallback
+
+
+def test_a_gone_process_leaves_the_armed_set_without_a_signalling_pass(kernel, ledger):
+    """Only the real clock's tick calls signalling(); under the manual clock, or
+    while the tick sleeps, pids that armed ticks or signals and went must not
+    pile up in the kernel (one entry per pid ever armed)."""
+    for pid in range(100, 1100):
+        p = Proc(pid)
+        ledger.run(pid, 0)
+        if pid % 2:
+            kernel.enable_profiling(me(p), p, cycles(), TICK)
+        else:
+            kernel.enable(me(p), p, cycles(sig=10))
+        kernel.exit(pid, 1, False)
+        kernel.reaped(pid, False)
+    assert len(kernel._armed) == 0
+    p = Proc(5000)
+    ledger.run(p.pid, 0)
+    kernel.enable_profiling(me(p), p, cycles(), TICK)
+    assert kernel.signalling() == [p.pid]

@@ -240,3 +240,33 @@ def test_one_user_can_have_signals_owed_to_only_so_many_targets_at_a_time():
         for child in children:
             child.kill()
             child.wait()
+
+
+def test_an_overflow_signal_owed_after_ticks_on_its_number_is_sent_as_armed():
+    """Profiling ticks go only while caught; an overflow signal armed later on
+    the same number (profiling off, PIOCENEVCTRS) goes whether caught or not,
+    as IRIX's did: the ticks still owed must not make it caught-only too.
+    Ticks owed after it do not either."""
+    for tick_first in (True, False):
+        child = spawn("import sys\nprint('ready', flush=True)\nsys.stdin.read()\n")
+        try:
+            start = processes.read_start(child.pid)
+            tick = Signal(child.pid, start, None, signal.SIGUSR1, 2, caught_only=True)
+            overflow = Signal(child.pid, start, None, signal.SIGUSR1, 1)
+            run_sender([tick, overflow] if tick_first else [overflow, tick], 1.0)
+            assert child.wait(timeout=10) == -signal.SIGUSR1
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def test_ticks_alone_never_reach_a_process_that_does_not_catch_them():
+    child = spawn("import sys\nprint('ready', flush=True)\nsys.stdin.read()\n")
+    try:
+        ticks = Signal(child.pid, processes.read_start(child.pid), None, signal.SIGUSR1, 3, caught_only=True)
+        sender = run_sender([ticks], 0.5)
+        assert child.poll() is None and sender.sent == 0 and sender.dropped == 3
+    finally:
+        child.kill()
+        child.wait()

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import re
 import signal
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -351,3 +352,75 @@ def test_buckets_are_16_bit_through_syssgi_and_32_bit_with_prof_uint(manual_moun
             proc.kill()
             proc.wait()
     assert lines == ["u16: 0 4660", "u32: 65538 4660"]
+
+
+def _own_state(proc_fd: int) -> tuple:
+    """This process's counters as /proc shows them: (generation, counts) and
+    control words, or the errno each read gives."""
+    out = []
+    for cmd, size in ((structs.PIOCGETEVCTRS, structs.hwperf_cntr_t.sizeof()),
+                      (structs.PIOCGETEVCTRL, structs.hwperf_eventctrl_t.sizeof())):  # fmt: skip
+        buf = bytearray(size)
+        try:
+            out.append((fcntl.ioctl(proc_fd, cmd, buf, True), bytes(buf)))
+        except OSError as exc:
+            out.append(exc.errno)
+    return tuple(out)
+
+
+def test_random_profenable_susp_and_cont_get_an_errno_and_refusals_change_nothing(manual_mount):
+    """Any hwperfd_profenable_t (odd events, modes, thresholds, signals, pad)
+    and SUSP/CONT in any order: success or EINVAL/EBUSY, never EIO (an
+    exception inside the daemon), and a refused call leaves the caller's
+    counters as they were.  Ends with profiling off."""
+    import os
+    import random
+
+    rng = random.Random(20261122)
+    allowed = {errno.EINVAL, errno.EBUSY}
+    size = structs.hwperfd_profenable_t.sizeof()
+    request_size = structs.hwperf_profevctrarg_t.sizeof()
+    signals = [-1, 0, 0, 1, 10, 33, 34, 40, 64, 65, 1 << 31 - 1, -(1 << 31)]
+    refused = succeeded = 0
+    log_from = len(manual_mount.log_text())
+    with open(manual_mount.path / "control", "rb") as ctl, open(manual_mount.path / f"{os.getpid():05d}", "rb") as me:
+        try:
+            for _ in range(400):
+                roll = rng.random()
+                if roll < 0.15:
+                    cmd, data = rng.choice((structs.HWIOC_PROF_CTR_SUSP, structs.HWIOC_PROF_CTR_CONT)), None
+                elif roll < 0.25:
+                    cmd, data = structs.HWPERFD_PROFENABLE, rng.randbytes(size)
+                elif roll < 0.4:  # a sound request, so later calls meet profiling counters
+                    good = pack_request({0: spec(0, structs.HWPERF_CNTEN_U)}, {0: THRESHOLD})
+                    cmd, data = structs.HWPERFD_PROFENABLE, good + struct.pack("<ii", rng.choice((34, 40, 64)), 0)
+                elif roll < 0.45:  # profiling off
+                    cmd, data = structs.HWPERFD_PROFENABLE, bytes(request_size) + bytes(8)
+                else:
+                    args = struct.pack(
+                        f"<{structs.HWPERF_EVENTMAX}H{structs.HWPERF_EVENTMAX}ll",
+                        *[rng.choice((0, rng.getrandbits(16), spec(rng.randrange(40), rng.randrange(16))))
+                          for _ in range(structs.HWPERF_EVENTMAX)],
+                        *[rng.choice((0, 0, 1, 1000, THRESHOLD, -1, -(1 << 31), (1 << 31) - 1))
+                          for _ in range(structs.HWPERF_EVENTMAX)],
+                        rng.choice(signals),
+                    )  # fmt: skip
+                    assert len(args) == request_size
+                    tail = struct.pack("<ii", rng.choice(signals), 0 if rng.random() < 0.9 else rng.choice((1, -1)))
+                    cmd, data = structs.HWPERFD_PROFENABLE, args + tail
+                before = _own_state(me.fileno())
+                try:
+                    if data is None:
+                        fcntl.ioctl(ctl.fileno(), cmd)
+                    else:
+                        fcntl.ioctl(ctl.fileno(), cmd, data)
+                    succeeded += 1
+                except OSError as exc:
+                    assert exc.errno in allowed, (cmd, data, exc)
+                    assert _own_state(me.fileno()) == before
+                    refused += 1
+        finally:
+            off = bytes(request_size) + struct.pack("<ii", 0, 0)
+            fcntl.ioctl(ctl.fileno(), structs.HWPERFD_PROFENABLE, off)
+    assert refused and succeeded
+    assert "Traceback" not in manual_mount.log_text()[log_from:]
