@@ -334,7 +334,11 @@ class Virtual:
         self.catch_up(perfctr)
         if perfctr.running:
             suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
-            perfctr.iresume_cstatus = 0
+        # virtual.c clears a pending overflow only if the perfctr runs; one
+        # without the TSC is stopped after its overflow (cstatus 0), and its
+        # IRESUME would then put the old counter layout over the new control's
+        # counters.  Any control replaces what the overflow was of.
+        perfctr.iresume_cstatus = 0
         # perfctr_cpu_update_control: cstatus is 0 until the data is taken,
         # so a refused control leaves the counters stopped.
         perfctr.state.cstatus = 0
