@@ -182,6 +182,7 @@ class _MountFile:
 
 
 _STATE_HEADER = struct.Struct("<IHHIIIiQQQQQi")
+_WRITING_SPINS = 100_000  # snapshots of a page found mid-write before asking the daemon (lib/state.c)
 # The header and IRIX's 32 slots in one unpack: the fast read's cost is Python's.
 _STATE_IRIX = struct.Struct("<IHHIIIiQQQQQi60x160Q")
 _CPU_CLOCKS = {
@@ -221,23 +222,28 @@ class StatePage:
     def close(self) -> None:
         self._map.close()
 
-    def snapshot(self, cpu_ns: int | None = None) -> tuple[tuple[int, ...], int]:
+    def snapshot(self, cpu_ns: int | None = None) -> tuple[tuple[int, ...], int] | None:
         """(header fields and IRIX's 32 slots, CPU clock reading), consistent
-        under the sequence counter (odd while the daemon writes)."""
+        under the sequence counter (odd while the daemon writes); None if the
+        page stays mid-write (a daemon stopped or killed while writing it)."""
         view = self._map
         unpack = _STATE_IRIX.unpack_from
-        while True:
+        for _ in range(_WRITING_SPINS):
             seq = view[8:12]
             fields = unpack(view, 0)
             clock = _CPU_CLOCKS.get(fields[5])
             now = cpu_ns if cpu_ns is not None else time.clock_gettime_ns(clock) if clock is not None else 0
             if not seq[0] & 1 and view[8:12] == seq:
                 return fields, now
+        return None
 
     def read(self, cpu_ns: int | None = None) -> tuple[int, tuple[int, ...]] | None:
         """(generation, counts) as a read through the daemon would give now, or
         None.  ``cpu_ns``: the counted process's CPU time, if not this one's now."""
-        fields, now = self.snapshot(cpu_ns)
+        taken = self.snapshot(cpu_ns)
+        if taken is None:
+            return None
+        fields, now = taken
         flags = fields[4]
         if flags & structs.HWPERFD_STATE_DEAD:
             self.dead = True

@@ -20,6 +20,11 @@
  * reader mapped before a fork is the parent's page, and it costs less to
  * compare than getpid(2), a system call on every read. */
 static unsigned forks;
+
+/* Reads that find the page being written before the reader gives up and asks
+ * the daemon: a write takes microseconds, but a daemon stopped or killed
+ * halfway leaves the counter odd for good. */
+#define WRITING_SPINS (1u << 20)
 static pthread_once_t fork_hook = PTHREAD_ONCE_INIT;
 
 static void forked(void)
@@ -112,7 +117,7 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
     uint32_t seq, flags, kind;
     struct timeval cu = {0, 0}, cs = {0, 0};
     int gen;
-    unsigned i, nslots;
+    unsigned i, nslots, spins = 0;
 
     if (p == NULL || r->forks != __atomic_load_n(&forks, __ATOMIC_RELAXED) || n > HWPERFD_STATE_SLOTS) {
         errno = EAGAIN;
@@ -120,8 +125,13 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
     }
     for (;;) {
         seq = __atomic_load_n(&p->hs_seq, __ATOMIC_ACQUIRE);
-        if (seq & 1)
-            continue; /* the daemon is writing */
+        if (seq & 1) { /* the daemon is writing */
+            if (++spins >= WRITING_SPINS) {
+                errno = EAGAIN;
+                return -1;
+            }
+            continue;
+        }
         flags = p->hs_flags;
         kind = p->hs_clock;
         gen = p->hs_generation;

@@ -33,6 +33,27 @@ class CpuClock(Protocol):
     def tsc_ns(self, cpu: int) -> int: ...
 
 
+class CpuTimeSeen:
+    """Each CPU's busy time as last taken: what ran since is the next stretch
+    to run through that CPU's counters (a clock reading that steps back
+    gives nothing, and is not counted twice when it steps forward again)."""
+
+    def __init__(self, clock: CpuClock, cpus: int) -> None:
+        self._clock = clock
+        self._seen = [clock.cpu_times(i) for i in range(cpus)]
+
+    def take(self, cpu: int) -> CpuTimes:
+        """The (user, system) ns ``cpu`` was busy since last taken."""
+        now = self._clock.cpu_times(cpu)
+        before = self._seen[cpu]
+        self._seen[cpu] = (max(now[0], before[0]), max(now[1], before[1]))
+        return max(0, now[0] - before[0]), max(0, now[1] - before[1])
+
+    def restart(self, cpu: int) -> None:
+        """Count ``cpu`` from now on."""
+        self._seen[cpu] = self._clock.cpu_times(cpu)
+
+
 class CpuReading(NamedTuple):
     """One CPU's counters as PCIOCRD returns them."""
 
@@ -54,7 +75,7 @@ class GlobalCounters:
         self._profile = profile
         self.service = service
         self.functions = [0] * cpus.model.counters
-        self._seen = [clock.cpu_times(i) for i in range(len(cpus))]
+        self._seen = CpuTimeSeen(clock, len(cpus))
 
     @property
     def count(self) -> int:
@@ -101,9 +122,6 @@ class GlobalCounters:
         """Run each CPU's new busy time through its counters."""
         profile = self._profile()
         for i in range(len(self.cpus)) if cpu is None else (cpu,):
-            now = self.clock.cpu_times(i)
-            before = self._seen[i]
-            user, system = max(0, now[0] - before[0]), max(0, now[1] - before[1])
-            self._seen[i] = (max(now[0], before[0]), max(now[1], before[1]))
+            user, system = self._seen.take(i)
             if (user or system) and any(self.functions):
                 self.cpus.pmus[i].run(user, system, profile.rates, profile.exl_share)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hwperfd.counters.errors import CountersLimit
+from hwperfd.counters.percpu import CpuTimeSeen
 from hwperfd.counters.threads import ThreadContext, ThreadTable
 from hwperfd.cpu.core import CpuState, PmuCpu, identify_overflow, ireload, resume, sample, suspend
 from hwperfd.cpu.pmu import CpuSet
@@ -334,7 +335,11 @@ class Virtual:
         self.catch_up(perfctr)
         if perfctr.running:
             suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
-            perfctr.iresume_cstatus = 0
+        # virtual.c clears a pending overflow only if the perfctr runs; one
+        # without the TSC is stopped after its overflow (cstatus 0), and its
+        # IRESUME would then put the old counter layout over the new control's
+        # counters.  Any control replaces what the overflow was of.
+        perfctr.iresume_cstatus = 0
         # perfctr_cpu_update_control: cstatus is 0 until the data is taken,
         # so a refused control leaves the counters stopped.
         perfctr.state.cstatus = 0
@@ -386,16 +391,13 @@ class GlobalPerfctr:
         self.users = [ctl.EMPTY for _ in range(len(cpus))]
         self.nr_active = 0
         self.ours = False  # hardware_is_ours
-        self._seen = [clock.cpu_times(i) for i in range(len(cpus))]
+        self._seen = CpuTimeSeen(clock, len(cpus))
 
     def tsc(self, cpu: int) -> int:
         return self.cpus.pmus[cpu].tsc.at(self.clock.tsc_ns(cpu))
 
     def _catch_up(self, cpu: int) -> None:
-        now = self.clock.cpu_times(cpu)
-        before = self._seen[cpu]
-        user, system = max(0, now[0] - before[0]), max(0, now[1] - before[1])
-        self._seen[cpu] = (max(now[0], before[0]), max(now[1], before[1]))
+        user, system = self._seen.take(cpu)
         state = self.states[cpu]
         if not (self.ours and state.cstatus):
             return
@@ -437,7 +439,7 @@ class GlobalPerfctr:
                 raise Busy(f"hardware taken by '{holder}'")
             self.ours = True
             for cpu, state in enumerate(self.states):
-                self._seen[cpu] = self.clock.cpu_times(cpu)
+                self._seen.restart(cpu)
                 if state.cstatus:
                     pmu = self.cpus.pmus[cpu]
                     for pmc in state.pmc:

@@ -128,6 +128,7 @@ class StatePages:
         self.per_user = per_user
         self._must_ask = must_ask  # reads of this pid must reach the daemon (an armed fault)
         self._pages: dict[tuple[int, int], _Page] = {}  # (id of the source, context) -> page
+        self._by_pid: dict[int, list[_Page]] = {}  # context -> its pages (asked on every ioctl)
         self._per_user: Counter[int] = Counter()
         _prepare(root)
         self.dir = os.path.join(root, hashlib.sha256(os.path.realpath(mount).encode()).hexdigest()[:16])
@@ -197,6 +198,7 @@ class StatePages:
             raise
         page = _Page(source, pid, start, uid, kind, path, fd, mapped)
         self._pages[(id(source), pid)] = page
+        self._by_pid.setdefault(pid, []).append(page)
         self._per_user[uid] += 1
         if kind == structs.HWPERFD_STATE_CLOCK_PROCESS:
             self.clock.hold_split(pid, True)  # type: ignore[attr-defined]
@@ -205,17 +207,14 @@ class StatePages:
     # -- keeping pages current ---------------------------------------------------
 
     def __contains__(self, pid: int) -> bool:
-        return any(key[1] == pid for key in self._pages)
+        return pid in self._by_pid
 
     def __len__(self) -> int:
         return len(self._pages)
 
     def _matching(self, pid: int | None, source: PageSource | None) -> list[_Page]:
-        return [
-            page
-            for (owner, each), page in list(self._pages.items())
-            if (pid is None or each == pid) and (source is None or owner == id(source))
-        ]
+        pages = list(self._pages.values()) if pid is None else list(self._by_pid.get(pid, ()))
+        return pages if source is None else [page for page in pages if page.source is source]
 
     def publish(self, pid: int | None = None, source: PageSource | None = None, *, resplit: bool = False) -> None:
         """Write the pages of context ``pid`` (every one if None) from their sources.
@@ -322,6 +321,11 @@ class StatePages:
     def _retire(self, page: _Page) -> None:
         if self._pages.pop((id(page.source), page.pid), None) is None:
             return
+        others = [each for each in self._by_pid.get(page.pid, ()) if each is not page]
+        if others:
+            self._by_pid[page.pid] = others
+        else:
+            self._by_pid.pop(page.pid, None)
         self._per_user[page.uid] -= 1
         if not self._per_user[page.uid]:
             del self._per_user[page.uid]

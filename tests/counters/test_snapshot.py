@@ -2,6 +2,7 @@
 what the kernel counts when it catches up, however the time arrives; and
 what the formula cannot reproduce is marked for the ioctl."""
 
+import errno
 import os
 import struct
 from fractions import Fraction
@@ -276,3 +277,40 @@ def test_a_seed_002_register_extrapolates_like_its_runs(model, select, bursts):
         cpu.run(u, s, rates, exl)
         du, ds = du + u, ds + s
         assert slot_at(slot, du, ds) == cpu.total(0)
+
+
+_MID_WRITE_READER = r"""
+#include <errno.h>
+#include <stdio.h>
+#include <hwperfd/state.h>
+int main(int argc, char **argv)
+{
+    struct hwperfd_state_reader r;
+    uint64_t counts[1];
+    int generation;
+    if (argc != 2 || hwperfd_state_map(argv[1], &r) != 0)
+        return 2;
+    int rc = hwperfd_state_read(&r, &generation, counts, 1);
+    printf("%d %d\n", rc, errno);
+    return 0;
+}
+"""
+
+
+def test_a_page_left_mid_write_sends_readers_to_the_daemon(tmp_path):
+    # A daemon stopped or killed between the odd and the even count leaves
+    # the page mid-write for good: readers give up and ask the daemon (whose
+    # answer says it is gone) instead of spinning for ever.
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    page = bytearray(structs.HWPERFD_STATE_SIZE)
+    struct.pack_into("<IHHI", page, 0, structs.HWPERFD_STATE_MAGIC, structs.HWPERFD_STATE_VERSION, 32, 7)
+    path = tmp_path / "page"
+    path.write_bytes(bytes(page))
+    assert StatePage(str(path)).read() is None
+    (tmp_path / "reader.c").write_text(_MID_WRITE_READER)
+    subprocess.run(["cc", "-O2", f"-I{root}/include", "-o", str(tmp_path / "reader"), str(tmp_path / "reader.c"),
+                    f"{root}/lib/state.c", "-lpthread"], check=True)  # fmt: skip
+    out = subprocess.run([str(tmp_path / "reader"), str(path)], capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout.split() == ["-1", str(errno.EAGAIN)]

@@ -433,3 +433,19 @@ def test_random_requests_get_an_errno_and_the_daemon_stays_up(intel):
             os.close(fd)
     assert intel.process.poll() is None
     assert "cpu_type 18" in (intel.path / "perfctr").read_text()
+
+
+def test_a_new_control_after_an_overflow_without_the_tsc_leaves_nothing_to_iresume(intel, vp):
+    # Without the TSC an i-mode overflow leaves cstatus 0 (the vperfctr looks
+    # stopped); a control taken then replaces the counters the overflow was of,
+    # so IRESUME has nothing to resume: EPERM, and the new counters run on.
+    vp.control(control(0, 2, [CYCLES | USR | EN | INT] * 2, ireset=[-MS // 2, -MS // 2], tsc_on=0))
+    advance(intel, "1ms")
+    assert vp.state().cstatus == 0
+    vp.control(control(1, 0, [INST_RETIRED | USR | EN], tsc_on=0))
+    with pytest.raises(OSError) as exc:
+        fcntl.ioctl(vp.fd, abi.VPERFCTR_IRESUME)
+    assert exc.value.errno == errno.EPERM
+    advance(intel, "1ms")
+    st = vp.state()
+    assert st.cstatus == (1 << 8) | 1 and st.sum.pmc[0] == MS * 8 // 10
