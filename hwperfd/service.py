@@ -178,7 +178,7 @@ class Daemon:
             began = time.thread_time_ns()
             checked, let_go = self.lifecycle.sweep(SWEEP_LIMIT if self.events is not None else None)
             if let_go | self.threads.sweep():
-                self.fs.changed()
+                self._changed()
             for pid in self.fs.faults.pids():
                 if not processes.exists(pid):
                     self.fs.faults.forget(pid)
@@ -222,7 +222,7 @@ class Daemon:
             await trio.sleep(delay)
             self._catch_up_events()
             if self.lifecycle.settle():
-                self.fs.changed()
+                self._changed()
                 delay = ZOMBIE_INTERVAL
             else:
                 delay = min(delay * 2, MAX_ZOMBIE_INTERVAL)
@@ -303,9 +303,14 @@ class Daemon:
         if pid is not None:
             changed |= self.lifecycle.settle(pid)
         if changed:
-            self.fs.changed()
-            if self.fs.state_pages is not None:
-                self.fs.state_pages.publish()
+            self._changed()
+
+    def _changed(self) -> None:
+        """Processes or threads came or went: texts render anew, and the state
+        pages show it (a page of a context that ended goes)."""
+        self.fs.changed()
+        if self.fs.state_pages is not None:
+            self.fs.state_pages.publish()
 
     def _exit_events(self) -> list[Event]:
         if self.accounting is None:
