@@ -279,8 +279,8 @@ class CpcDevice:
             raise Unavailable(f"the counters are held by {self.cpus.reservation.holder!r}")
         threads = self._threads()
         # A new bind replaces whatever set the LWP had (libcpc: binding a set
-        # invalidates the others), its own or another process's.
-        threads.detach(SERVICE, tid)
+        # invalidates the others), its own or another process's: attach
+        # replaces it, and only once the new one is allowed.
         try:
             ctx = threads.attach(SERVICE, pid, tid, caller.uid)
         except LookupError:
