@@ -192,10 +192,14 @@ class CpcDevice:
             raise OSError(errno.ENOTTY, f"unknown ioctl {cmd:#010x} on cpc")
         if len(data) < abi.CPC_IO_SIZE:
             raise OSError(errno.EINVAL, "short hwperfd_cpc_io")
-        try:
-            io = abi.cpc_io.parse(data[: abi.CPC_IO_SIZE])
-        except (ConstructError, UnicodeDecodeError):
-            raise OSError(errno.EINVAL, "names in hwperfd_cpc_io must be ASCII") from None
+        head = abi.CPC_IO_HEAD_SIZE
+        io = abi.cpc_io_head.parse(data[:head])
+        io.ci_req = []
+        if cmd == abi.HWPERFD_CPCIO_BIND and 0 < io.ci_nreqs <= abi.HWPERFD_CPC_MAXREQS:
+            try:  # only the requests the set has (_requests refuses other counts)
+                io.ci_req = abi.cpc_req[io.ci_nreqs].parse(data[head : head + io.ci_nreqs * abi.CPC_REQ_SIZE])
+            except (ConstructError, UnicodeDecodeError):
+                raise OSError(errno.EINVAL, "names in hwperfd_cpc_io must be ASCII") from None
         io.ci_error, io.ci_subcode = 0, -1
         try:
             self._calls[cmd](self, io, caller)
@@ -203,7 +207,7 @@ class CpcDevice:
             io.ci_error, io.ci_subcode = ERRNO[type(exc)], exc.subcode
         except OverflowError:
             io.ci_error = errno.EINVAL
-        return 0, abi.cpc_io.build(io)
+        return 0, abi.cpc_io_head.build(io) + data[head : abi.CPC_IO_SIZE]
 
     # -- binding ------------------------------------------------------------------
 
