@@ -367,11 +367,8 @@ class CpcDevice:
                 io.ci_nreqs, io.ci_hrtime, io.ci_tick = len(values), time.monotonic_ns(), tick
                 return
             ctx = self._lwp_context(io, caller)
+            self._still_valid(ctx)
             bset = ctx.data.set
-            if self.cpus.reservation.holder is not None and not bset.invalid:
-                bset.invalidate(ctx.cpu)  # another system-wide user took the hardware
-            if bset.invalid:
-                raise Unavailable("the set was invalidated (the counters were taken)")
             self.catch_up(ctx)
             tick = self._tick(ctx.ran_ns - ctx.data.seen0)
         io.ci_data = list(bset.values) + [0] * (abi.HWPERFD_CPC_MAXREQS - len(bset.values))
@@ -450,9 +447,18 @@ class CpcDevice:
         ctx = self._threads().get(SERVICE, caller.tid)
         if ctx is None or not isinstance(ctx.data, LwpBinding):
             raise Invalid("the calling LWP has no bound set")
-        if ctx.data.set.invalid:
-            raise Unavailable("the set was invalidated (the counters were taken)")
+        self._still_valid(ctx)
         return ctx
+
+    def _still_valid(self, ctx: ThreadContext) -> None:
+        """EAGAIN for a set whose counters were taken: by a CPU bind
+        (invalidated then), or by another personality, noticed here at the
+        set's next call."""
+        bset = ctx.data.set
+        if self.cpus.reservation.holder is not None and not bset.invalid:
+            bset.invalidate(ctx.cpu)
+        if bset.invalid:
+            raise Unavailable("the set was invalidated (the counters were taken)")
 
     def _lwp_context(self, io: Any, caller: Caller) -> ThreadContext:
         if io.ci_target == abi.HWPERFD_CPC_LWP:
