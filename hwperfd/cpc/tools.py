@@ -68,9 +68,10 @@ def node_path() -> str:
     return os.path.join(os.environ.get("HWPERFD_MOUNT") or "/run/hwperfd", abi.CPC_NODE)
 
 
-def strtol0(text: str) -> int:
-    """strtol(text, NULL, 0): the longest numeric prefix, 0 if none."""
-    s = text.strip()
+def strtol0(text: str, whole: bool = False) -> int:
+    """strtol(text, NULL, 0): the longest numeric prefix, 0 if none; with
+    ``whole``, 0 unless the number runs to the end (a raw event code)."""
+    s = text.lstrip() if whole else text.strip()
     sign = -1 if s.startswith("-") else 1
     s = s.lstrip("+-")
     base, digits = 10, "0123456789"
@@ -81,6 +82,8 @@ def strtol0(text: str) -> int:
     n = 0
     while n < len(s) and s[n] in digits:
         n += 1
+    if whole and n != len(s):
+        return 0
     return sign * int(s[:n], base) if n else 0
 
 
@@ -135,7 +138,8 @@ class Cpc:
         self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
 
     def valid_event(self, pic: int, event: str) -> bool:
-        return event in self.events.get(pic, ()) or event in self.generic.get(pic, ()) or strtol0(event) != 0
+        listed = event in self.events.get(pic, ()) or event in self.generic.get(pic, ())
+        return listed or strtol0(event, whole=True) != 0
 
     def call(self, cmd: int, fd: int | None = None, **fields: object) -> Any:
         """One call: the header built from ``fields``, the requests packed

@@ -287,3 +287,14 @@ def test_a_bind_reads_only_the_sets_requests_and_a_sample_answers_the_rest_uncha
         fcntl.ioctl(fd, abi.HWPERFD_CPCIO_RELE, raw)
     finally:
         os.close(fd)
+
+
+def test_a_name_that_only_begins_with_a_number_is_no_raw_code(sparc, driver):
+    """cpc_set_add_request takes a raw code only when strtol reads the whole
+    name, as the node does at bind: the refusal comes at once, not at bind."""
+    d = driver(sparc)
+    d("handler")
+    assert d("add 0xcjunk 0 2") == "err EINVAL"
+    assert handled(d, "cpc_set_add_request", CPC_INVALID_EVENT)
+    assert d("add 0xc 0 2") == "ok 0"
+    assert d("bind") == "ok"
