@@ -426,12 +426,18 @@ static int in_list(const char *list, const char *name)
 	return 0;
 }
 
-/* Solaris's rule: a name the PIC lists, or a raw code strtol reads as nonzero. */
+/*
+ * Solaris's rule: a name the PIC lists, or a raw code strtol reads as nonzero
+ * to the end of the name (a name that only begins with a number is none; the
+ * daemon takes raw codes alike).
+ */
 static int valid_event(cpc_t *cpc, uint_t pic, const char *ev)
 {
+	char *end;
+
 	if (in_list(cpc->events[pic], ev) || in_list(cpc->generic[pic], ev))
 		return 1;
-	return strtol(ev, NULL, 0) != 0;
+	return strtol(ev, &end, 0) != 0 && end != ev && *end == '\0';
 }
 
 struct pic_walk {

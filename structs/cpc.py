@@ -74,7 +74,10 @@ cpc_req = Struct(
     "cr_attr" / Array(HWPERFD_CPC_MAXATTRS, cpc_attr),
 )
 
-cpc_io = Struct(
+# The header and results every call reads and answers; the requests after it
+# only a bind reads (the daemon parses them for binds alone, and answers the
+# rest of the struct unchanged: a sample need not decode 3 KB of requests).
+cpc_io_head = Struct(
     "ci_error" / Int32sl,
     "ci_subcode" / Int32sl,
     "ci_target" / Int32ul,
@@ -87,8 +90,9 @@ cpc_io = Struct(
     "ci_hrtime" / Int64sl,
     "ci_tick" / Int64ul,
     "ci_data" / Array(HWPERFD_CPC_MAXREQS, Int64ul),
-    "ci_req" / Array(HWPERFD_CPC_MAXREQS, cpc_req),
 )
+cpc_io = Struct(*cpc_io_head.subcons, "ci_req" / Array(HWPERFD_CPC_MAXREQS, cpc_req))
+CPC_IO_HEAD_SIZE = cpc_io_head.sizeof()  # 128
 CPC_IO_SIZE = cpc_io.sizeof()  # 3328
 CPC_REQ_SIZE = cpc_req.sizeof()  # 400
 CPC_IO_RAW = Bytes(CPC_IO_SIZE)

@@ -163,10 +163,14 @@ class ThreadTable:
         if start is None or times is None:
             raise LookupError(f"no thread {tid} in process {pid}")
         old = self._books.by_tid.get(tid, {}).get(service)
+        # The limit is checked before the earlier context goes, so a refusal
+        # leaves it (another user's, perhaps) in place; replacing one's own is
+        # not a new one.
+        held = self._books.per_owner.get(owner, 0) - (old is not None and old.owner == owner)
+        if owner != 0 and held >= self.per_user:
+            raise CountersLimit(f"uid {owner} holds {self.per_user} counting contexts")
         if old is not None:
             self._drop(old)
-        if owner != 0 and self._books.per_owner.get(owner, 0) >= self.per_user:
-            raise CountersLimit(f"uid {owner} holds {self.per_user} counting contexts")
         self._serial += 1
         ctx = ThreadContext(
             service, pid, tid, start, owner, PmuCpu(0, self.model, self.mhz), times, data, serial=self._serial

@@ -192,10 +192,14 @@ class CpcDevice:
             raise OSError(errno.ENOTTY, f"unknown ioctl {cmd:#010x} on cpc")
         if len(data) < abi.CPC_IO_SIZE:
             raise OSError(errno.EINVAL, "short hwperfd_cpc_io")
-        try:
-            io = abi.cpc_io.parse(data[: abi.CPC_IO_SIZE])
-        except (ConstructError, UnicodeDecodeError):
-            raise OSError(errno.EINVAL, "names in hwperfd_cpc_io must be ASCII") from None
+        head = abi.CPC_IO_HEAD_SIZE
+        io = abi.cpc_io_head.parse(data[:head])
+        io.ci_req = []
+        if cmd == abi.HWPERFD_CPCIO_BIND and 0 < io.ci_nreqs <= abi.HWPERFD_CPC_MAXREQS:
+            try:  # only the requests the set has (_requests refuses other counts)
+                io.ci_req = abi.cpc_req[io.ci_nreqs].parse(data[head : head + io.ci_nreqs * abi.CPC_REQ_SIZE])
+            except (ConstructError, UnicodeDecodeError):
+                raise OSError(errno.EINVAL, "names in hwperfd_cpc_io must be ASCII") from None
         io.ci_error, io.ci_subcode = 0, -1
         try:
             self._calls[cmd](self, io, caller)
@@ -203,7 +207,7 @@ class CpcDevice:
             io.ci_error, io.ci_subcode = ERRNO[type(exc)], exc.subcode
         except OverflowError:
             io.ci_error = errno.EINVAL
-        return 0, abi.cpc_io.build(io)
+        return 0, abi.cpc_io_head.build(io) + data[head : abi.CPC_IO_SIZE]
 
     # -- binding ------------------------------------------------------------------
 
@@ -279,8 +283,8 @@ class CpcDevice:
             raise Unavailable(f"the counters are held by {self.cpus.reservation.holder!r}")
         threads = self._threads()
         # A new bind replaces whatever set the LWP had (libcpc: binding a set
-        # invalidates the others), its own or another process's.
-        threads.detach(SERVICE, tid)
+        # invalidates the others), its own or another process's: attach
+        # replaces it, and only once the new one is allowed.
         try:
             ctx = threads.attach(SERVICE, pid, tid, caller.uid)
         except LookupError:
@@ -363,11 +367,8 @@ class CpcDevice:
                 io.ci_nreqs, io.ci_hrtime, io.ci_tick = len(values), time.monotonic_ns(), tick
                 return
             ctx = self._lwp_context(io, caller)
+            self._still_valid(ctx)
             bset = ctx.data.set
-            if self.cpus.reservation.holder is not None and not bset.invalid:
-                bset.invalidate(ctx.cpu)  # another system-wide user took the hardware
-            if bset.invalid:
-                raise Unavailable("the set was invalidated (the counters were taken)")
             self.catch_up(ctx)
             tick = self._tick(ctx.ran_ns - ctx.data.seen0)
         io.ci_data = list(bset.values) + [0] * (abi.HWPERFD_CPC_MAXREQS - len(bset.values))
@@ -446,9 +447,18 @@ class CpcDevice:
         ctx = self._threads().get(SERVICE, caller.tid)
         if ctx is None or not isinstance(ctx.data, LwpBinding):
             raise Invalid("the calling LWP has no bound set")
-        if ctx.data.set.invalid:
-            raise Unavailable("the set was invalidated (the counters were taken)")
+        self._still_valid(ctx)
         return ctx
+
+    def _still_valid(self, ctx: ThreadContext) -> None:
+        """EAGAIN for a set whose counters were taken: by a CPU bind
+        (invalidated then), or by another personality, noticed here at the
+        set's next call."""
+        bset = ctx.data.set
+        if self.cpus.reservation.holder is not None and not bset.invalid:
+            bset.invalidate(ctx.cpu)
+        if bset.invalid:
+            raise Unavailable("the set was invalidated (the counters were taken)")
 
     def _lwp_context(self, io: Any, caller: Caller) -> ThreadContext:
         if io.ci_target == abi.HWPERFD_CPC_LWP:

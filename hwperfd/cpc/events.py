@@ -61,19 +61,20 @@ def cpc_name(name: str) -> str:
     return _NOT_NAME.sub("_", name).strip("_")
 
 
+# What strtol(text, &end, 0) reads with *end == '\0': leading space, a sign,
+# then hex, octal or decimal digits to the end (no Python-only "1_000" or
+# trailing space, which int() would take).
+_STRTOL0 = re.compile(r"[ \t\n\v\f\r]*([+-]?)(?:0[xX]([0-9a-fA-F]+)|(0[0-7]*)|([1-9][0-9]*))")
+
+
 def raw_code(text: str) -> int | None:
     """strtol(text, NULL, 0) over the whole string, as a nonzero code; else None."""
-    s = text.strip()
-    try:
-        if s.lower().startswith(("0x", "-0x", "+0x")):
-            value = int(s, 16)
-        elif len(s) > 1 and s.lstrip("+-").startswith("0"):
-            value = int(s, 8)
-        else:
-            value = int(s, 10)
-    except ValueError:
+    match = _STRTOL0.fullmatch(text)
+    if match is None:
         return None
-    return value or None
+    sign, hexa, octal, decimal = match.groups()
+    value = int(hexa, 16) if hexa else int(octal, 8) if octal else int(decimal, 10)
+    return (-value if sign == "-" else value) or None
 
 
 @dataclass(frozen=True)

@@ -68,9 +68,10 @@ def node_path() -> str:
     return os.path.join(os.environ.get("HWPERFD_MOUNT") or "/run/hwperfd", abi.CPC_NODE)
 
 
-def strtol0(text: str) -> int:
-    """strtol(text, NULL, 0): the longest numeric prefix, 0 if none."""
-    s = text.strip()
+def strtol0(text: str, whole: bool = False) -> int:
+    """strtol(text, NULL, 0): the longest numeric prefix, 0 if none; with
+    ``whole``, 0 unless the number runs to the end (a raw event code)."""
+    s = text.lstrip() if whole else text.strip()
     sign = -1 if s.startswith("-") else 1
     s = s.lstrip("+-")
     base, digits = 10, "0123456789"
@@ -81,6 +82,8 @@ def strtol0(text: str) -> int:
     n = 0
     while n < len(s) and s[n] in digits:
         n += 1
+    if whole and n != len(s):
+        return 0
     return sign * int(s[:n], base) if n else 0
 
 
@@ -135,25 +138,27 @@ class Cpc:
         self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
 
     def valid_event(self, pic: int, event: str) -> bool:
-        return event in self.events.get(pic, ()) or event in self.generic.get(pic, ()) or strtol0(event) != 0
+        listed = event in self.events.get(pic, ()) or event in self.generic.get(pic, ())
+        return listed or strtol0(event, whole=True) != 0
 
     def call(self, cmd: int, fd: int | None = None, **fields: object) -> Any:
-        io = abi.cpc_io.parse(bytes(abi.CPC_IO_SIZE))
-        io.ci_subcode = -1
+        """One call: the header built from ``fields``, the requests packed
+        after it, the header of the reply parsed (results are all there)."""
         reqs = fields.pop("requests", None)
-        for name, value in fields.items():
-            setattr(io, name, value)
+        io: dict[str, object] = {sub.name: 0 for sub in abi.cpc_io_head.subcons}
+        io.update(ci_subcode=-1, ci_data=[0] * abi.HWPERFD_CPC_MAXREQS, **fields)
+        tail = bytearray(abi.CPC_IO_SIZE - abi.CPC_IO_HEAD_SIZE)
         if isinstance(reqs, list):
-            io.ci_nreqs = len(reqs)
+            io["ci_nreqs"] = len(reqs)
             for i, r in enumerate(reqs):
-                slot = io.ci_req[i]
-                slot.cr_event, slot.cr_preset, slot.cr_flags = r.event, 0, r.flags
-                slot.cr_nattrs = len(r.attrs)
-                for j, (name, value) in enumerate(r.attrs):
-                    slot.cr_attr[j].ka_name, slot.cr_attr[j].ka_val = name, value
-        buf = bytearray(abi.cpc_io.build(io))
+                attrs = [{"ka_name": name, "ka_val": value} for name, value in r.attrs]
+                attrs += [{"ka_name": "", "ka_val": 0}] * (abi.HWPERFD_CPC_MAXATTRS - len(attrs))
+                packed = abi.cpc_req.build({"cr_event": r.event, "cr_preset": 0, "cr_flags": r.flags,
+                                            "cr_nattrs": len(r.attrs), "cr_attr": attrs})  # fmt: skip
+                tail[i * abi.CPC_REQ_SIZE : (i + 1) * abi.CPC_REQ_SIZE] = packed
+        buf = bytearray(abi.cpc_io_head.build(io) + tail)
         fcntl.ioctl(self.fd if fd is None else fd, cmd, buf)
-        out = abi.cpc_io.parse(bytes(buf))
+        out = abi.cpc_io_head.parse(bytes(buf[: abi.CPC_IO_HEAD_SIZE]))
         if out.ci_error:
             raise CallError(out.ci_error, out.ci_subcode)
         return out

@@ -39,6 +39,7 @@ from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.listing import Listing
 from hwperfd.procfs.summary import control_summary, process_summary
 import structs
+from structs import cpc as cpc_abi
 from structs import perfctr as perfctr_abi
 
 log = logging.getLogger(__name__)
@@ -630,8 +631,9 @@ class ProcFs(pyfuse3.Operations):
         if ino == CPC_INODE:
             self._catch_up_events(None)
             reply = self.cpc(cmd, data, Caller(pid, uid, gid, fh))
-            self.changed()  # the node's page shows the bindings
-            self._on_controls_changed()  # a bind may arm overflow interrupts: the tick looks again
+            if cmd != cpc_abi.HWPERFD_CPCIO_SAMPLE:  # a sample binds and arms nothing
+                self.changed()  # the node's page shows the bindings
+                self._on_controls_changed()  # a bind may arm overflow interrupts: the tick looks again
             return reply
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         if pinfo.owns(ino):

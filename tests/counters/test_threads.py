@@ -211,3 +211,14 @@ def test_a_threads_last_run_is_counted_at_its_exit_from_the_clocks_last_word(hos
     host.end(10, 11)
     table.apply([ThreadExited(10, 11)])
     assert ctx.cpu.rdpmc(0) == 4 * MS and len(table) == 0
+
+
+def test_a_refused_attach_leaves_the_threads_earlier_context_in_place(host, table):
+    for tid in range(10, 14):
+        host.spawn(10, tid)
+    for tid in range(10, 13):
+        table.attach("cpc", 10, tid, owner=1000)
+    root = table.attach("cpc", 10, 13, owner=0)
+    with pytest.raises(CountersLimit):
+        table.attach("cpc", 10, 13, owner=1000)  # uid 1000 is at its limit: root's context stays
+    assert table.get("cpc", 13) is root and table.owned_by(0) == 1 and table.owned_by(1000) == 3

@@ -132,3 +132,18 @@ def test_irix_system_mode_and_cpc_share_the_reservation(mips, driver):
 def test_the_models_caps_follow_their_overflow_hardware():
     assert MODELS["ultrasparc"].overflow_interrupt is False
     assert MODELS["intel"].overflow_interrupt and MODELS["intel"].overflow_identified
+
+
+def test_a_set_whose_counters_another_personality_took_refuses_restart_too(mips, driver):
+    """Not only a sample finds the set invalid: restart (and preset) on it are EAGAIN as well, and it stops counting."""
+    control = Control(mount=mips.path)
+    try:
+        d = driver(mips)
+        d("add Cycles 0 2")
+        assert d("bind") == "ok"
+        control.enable_system({0: spec(0, 2)})
+        assert d("restart") == "err EAGAIN"
+        assert d("sample") == "err EAGAIN"
+    finally:
+        control.release_system()
+        control.close()

@@ -262,3 +262,39 @@ def test_garbage_from_a_client_gets_an_errno_and_changes_nothing(intel, driver):
     d = driver(intel)
     d("add INST_RET 0 2")
     assert d("bind") == "ok"
+
+
+def test_a_bind_reads_only_the_sets_requests_and_a_sample_answers_the_rest_unchanged(intel):
+    """The node decodes the ci_nreqs requests a bind carries and no more: bytes
+    past them (here not even ASCII) are the client's, handed back as they came."""
+    req = dict(cr_event="INST_RET", cr_preset=0, cr_flags=abi.CPC_COUNT_USER, cr_nattrs=0,
+               cr_attr=[dict(ka_name="", ka_val=0)] * abi.HWPERFD_CPC_MAXATTRS)  # fmt: skip
+    io = dict(ci_error=0, ci_subcode=0, ci_target=abi.HWPERFD_CPC_LWP, ci_flags=0, ci_pid=0, ci_id=0, ci_index=0,
+              ci_nreqs=1, ci_preset=0, ci_hrtime=0, ci_tick=0, ci_data=[0] * abi.HWPERFD_CPC_MAXREQS,
+              ci_req=[req] * abi.HWPERFD_CPC_MAXREQS)  # fmt: skip
+    raw = bytearray(abi.cpc_io.build(io))
+    unused = abi.CPC_IO_HEAD_SIZE + abi.CPC_REQ_SIZE
+    raw[unused:] = b"\xff" * (len(raw) - unused)
+    fd = os.open(intel.path / "cpc", os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_BIND, raw)
+        assert abi.cpc_io_head.parse(bytes(raw)).ci_error == 0
+        intel.control(f"advance-thread {os.getpid()} 1ms")
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_SAMPLE, raw)
+        out = abi.cpc_io_head.parse(bytes(raw))
+        assert (out.ci_error, out.ci_nreqs, out.ci_data[0]) == (0, 1, events("graduated_instructions", MS))
+        assert raw[unused:] == b"\xff" * (len(raw) - unused)
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_RELE, raw)
+    finally:
+        os.close(fd)
+
+
+def test_a_name_that_only_begins_with_a_number_is_no_raw_code(sparc, driver):
+    """cpc_set_add_request takes a raw code only when strtol reads the whole
+    name, as the node does at bind: the refusal comes at once, not at bind."""
+    d = driver(sparc)
+    d("handler")
+    assert d("add 0xcjunk 0 2") == "err EINVAL"
+    assert handled(d, "cpc_set_add_request", CPC_INVALID_EVENT)
+    assert d("add 0xc 0 2") == "ok 0"
+    assert d("bind") == "ok"

@@ -72,3 +72,8 @@ def test_an_inherited_copy_starts_from_the_presets_or_uint64_max_for_emt():
     assert child.values == [5, U64 - 1] and child.frozen
     plain = bset.inherited(child_cpu, emt=False)
     assert plain.values == [5, U64 - 1000] and not plain.frozen
+
+
+def test_raw_codes_take_only_what_strtol_reads_to_the_end():
+    assert (raw_code(" 0x3c"), raw_code("-1"), raw_code("+074")) == (60, -1, 60)
+    assert (raw_code("1_0"), raw_code("0x_3c"), raw_code("60 "), raw_code("0x"), raw_code("09")) == (None,) * 5

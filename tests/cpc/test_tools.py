@@ -178,3 +178,10 @@ def test_cputrack_reports_an_exec_and_follows_it_only_with_e(sparc, tmp_path):
         execs = [r for r in rows if r.split()[2:3] == ["exec"]]
         assert execs[-1].endswith("# 'sleep'")
         assert (rows[-1].split()[2] == "exit") is follows
+
+
+def test_cputrack_refuses_a_name_that_only_begins_with_a_number(sparc):
+    done = subprocess.run([sys.executable, "-m", "hwperfd.cpc.tools", "cputrack", "-c", "pic0=0xcjunk", "true"],
+                          capture_output=True, text=True, env=sparc.env(), timeout=TIMEOUT)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith("cputrack: pic0 cannot measure event '0xcjunk' on this cpu\n")
