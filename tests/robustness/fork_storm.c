@@ -1,9 +1,9 @@
 /* A counted fork storm: the parent counts cycles in user mode through its
- * /proc file, then W workers each fork C children that burn about MS ms
- * (default 1) of user time and exit; everyone waits for their children.  Prints the
+ * /proc file, then W workers each fork C children that burn about 1 ms of
+ * user time and exit; everyone waits for their children.  Prints the
  * parent's cycles and what getrusage says the whole tree used in user mode
  * (self + waited-for children), in microseconds.
- * Usage: fork_storm MOUNT W C [MS] */
+ * Usage: fork_storm MOUNT W C */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -42,13 +42,10 @@ int main(int argc, char **argv)
     hwperf_cntr_t cnts;
     char path[4096];
     int fd, gen, workers, children;
-    double burn_ms = 1.0;
 
-    if (argc != 4 && argc != 5) { fprintf(stderr, "usage: fork_storm MOUNT W C [MS]\n"); return 2; }
+    if (argc != 4) { fprintf(stderr, "usage: fork_storm MOUNT W C\n"); return 2; }
     workers = atoi(argv[2]);
     children = atoi(argv[3]);
-    if (argc == 5)
-        burn_ms = atof(argv[4]);
     snprintf(path, sizeof path, "%s/%05d", argv[1], (int)getpid());
     fd = open(path, O_RDWR);
     if (fd < 0) { perror(path); return 2; }
@@ -61,7 +58,7 @@ int main(int argc, char **argv)
         if (fork() == 0) {
             for (int c = 0; c < children; c++) {
                 if (fork() == 0) {
-                    burn_user_ms(burn_ms);
+                    burn_user_ms(1.0);
                     _exit(0);
                 }
             }
