@@ -84,6 +84,8 @@ class Daemon:
         )
         self.events: procevents.ProcessEvents | None = None
         self.accounting: taskstats.ExitAccounting | None = None
+        # Exit records held back a round (see _catch_up_events).
+        self._held: list[taskstats.ExitRecord] = []
         # Set when a request may have armed overflow signals, or a process
         # exited: the periodic tasks sleep on these while they have no work.
         self._controls_changed: trio.Event | None = None
@@ -256,12 +258,24 @@ class Daemon:
         """
         changed = False
         # One poll(2) for both streams first: before most requests neither has news.
-        if self.events is not None and (first is not None or netlink.any_pending((self.events, self.accounting))):
-            # The connector first, taskstats second: a process's taskstats record
-            # is queued before its connector exit event (do_exit), so every exit
-            # seen here comes with its final CPU time.
+        if self.events is not None and (
+            first is not None or self._held or netlink.any_pending((self.events, self.accounting))
+        ):
+            # Taskstats, the connector, then taskstats again.  A child's fork
+            # event is queued before its exit record, and an exit record
+            # before the process's connector exit event (do_exit: taskstats_exit,
+            # exit_notify, proc_exit_connector).  So the first drain's records
+            # all have their forks in the connector's drain after it, and a
+            # connector exit's record is in one of the two drains.  A record of
+            # the second drain whose process's end the connector has not told
+            # yet waits a round: its fork may still be queued, and a record
+            # applied before its fork would lose the child's counts.
+            records = self._held + self._drain_accounting()
             seen = ([first] if first is not None else []) + self.events.drain_nowait()
-            batch = self._exit_events()
+            ended = {e.tgid for e in seen if isinstance(e, procevents.ExitEvent)}
+            announced, self._held = taskstats.announced(self._drain_accounting(), ended)
+            records += announced
+            batch = self._exit_events(records)
             # taskstats' whole-group exits: every thread of those processes is gone.
             whole_groups = [ProcessExited(item.pid) for item in batch if isinstance(item, Exited)]
             forks: list[Event] = []  # in the order they happened: a child's own forks come after its fork
@@ -312,11 +326,12 @@ class Daemon:
         if self.fs.state_pages is not None:
             self.fs.state_pages.publish()
 
-    def _exit_events(self) -> list[Event]:
-        if self.accounting is None:
-            return []
+    def _drain_accounting(self) -> list[taskstats.ExitRecord]:
+        return self.accounting.drain_nowait() if self.accounting is not None else []
+
+    def _exit_events(self, records: list[taskstats.ExitRecord]) -> list[Event]:
         batch: list[Event] = []
-        for record in self.accounting.drain_nowait():
+        for record in records:
             if isinstance(record, taskstats.TaskExit):
                 if record.whole_group:
                     batch.append(Exited(record.pid, record.ppid, record.comm, record.split()))

@@ -119,6 +119,40 @@ class State(enum.Enum):
 
 
 @dataclass(slots=True)
+class _Credit:
+    """Children's time a record counted from Linux's totals (credit_children)
+    that no fold has matched yet, per mode, with the counts it added for it."""
+
+    user_ns: int
+    system_ns: int
+    user_counts: list[int]
+    system_counts: list[int]
+
+    def take(self, user_ns: int, system_ns: int) -> tuple[CpuTimes, list[int]]:
+        """Match up to (user_ns, system_ns) of a fold against this credit:
+        the time matched, and the counts the credit had added for it."""
+        matched = (min(user_ns, self.user_ns), min(system_ns, self.system_ns))
+        counts = [0] * len(self.user_counts)
+        for held, counted, part in (
+            (self.user_ns, self.user_counts, matched[0]),
+            (self.system_ns, self.system_counts, matched[1]),
+        ):
+            if not part:
+                continue
+            for i, c in enumerate(counted):
+                share = c * part // held
+                counted[i] -= share
+                counts[i] += share
+        self.user_ns -= matched[0]
+        self.system_ns -= matched[1]
+        return matched, counts
+
+    @property
+    def spent(self) -> bool:
+        return not (self.user_ns or self.system_ns)
+
+
+@dataclass(slots=True)
 class _ProcessRecord:
     pid: int
     block: ControlBlock
@@ -136,6 +170,7 @@ class _ProcessRecord:
     children_base: CpuTimes = (0, 0)
     children_ns: CpuTimes = (0, 0)
     lossy: bool = False  # counted while process events were lost: reconcile with Linux's totals
+    credit: _Credit | None = None  # children's time counted from Linux's totals, not matched by a fold yet
     exited: bool = False
     parent: int = 0
     comm: str = ""
@@ -621,14 +656,31 @@ class CounterKernel:
         return None if record is None else (record.start, record.owner)
 
     def _fold(self, child: _ProcessRecord) -> None:
+        child.folded = True
+        if not child.parent:  # its parent was never known: nobody to fold into
+            return
         parent = self._parent_record(child.parent)
+        brought = (child.seen[0] + child.children_ns[0], child.seen[1] + child.children_ns[1])
+        credited = [0] * SLOTS
+        if parent.credit is not None:
+            # Linux's totals may already have brought this child in (its end
+            # was learnt late, after credit_children counted it): what the
+            # credit counted for it is taken back, the child's own counts
+            # stand instead, and the parent's counts never go backwards.
+            matched, credited = parent.credit.take(*brought)
+            brought = (brought[0] - matched[0], brought[1] - matched[1])
+            if parent.credit.spent:
+                parent.credit = None
+            _add_unseen(parent.descendants, [-c for c in credited])
+        before = list(parent.block.counts)
         parent.block.add(child.block)
+        for i, taken in enumerate(credited):
+            if taken:
+                parent.block.counts[i] = max(before[i], parent.block.counts[i] - taken)
         for entry in [(child.pid, child.comm, child.own_counts()), *child.descendants]:
             _list_descendant(parent.descendants, entry)
-        brought = (child.seen[0] + child.children_ns[0], child.seen[1] + child.children_ns[1])
         parent.children_ns = (parent.children_ns[0] + brought[0], parent.children_ns[1] + brought[1])
         parent.save_children = parent.save_children - {child.pid}
-        child.folded = True
 
     def mark_lossy(self) -> None:
         """Events were lost while these processes counted."""
@@ -656,11 +708,20 @@ class CounterKernel:
         if not any(extra):
             return (0, 0)
         self._catch_up(record)
-        before = tuple(record.block.counts)
-        record.block.advance(self.cpus[record.cpu], extra[0], extra[1], self.profile(pid))
-        gained = tuple(a - b for a, b in zip(record.block.counts, before))
-        _list_descendant(record.descendants, (0, "unseen", gained))
+        cpu, profile = self.cpus[record.cpu], self.profile(pid)
+        gained = []
+        for user_ns, system_ns in ((extra[0], 0), (0, extra[1])):
+            before = list(record.block.counts)
+            record.block.advance(cpu, user_ns, system_ns, profile)
+            gained.append([a - b for a, b in zip(record.block.counts, before)])
+        _add_unseen(record.descendants, [u + s for u, s in zip(*gained)])
         record.children_ns = (record.children_ns[0] + extra[0], record.children_ns[1] + extra[1])
+        credit = record.credit or _Credit(0, 0, [0] * SLOTS, [0] * SLOTS)
+        credit.user_ns += extra[0]
+        credit.system_ns += extra[1]
+        credit.user_counts = [a + b for a, b in zip(credit.user_counts, gained[0])]
+        credit.system_counts = [a + b for a, b in zip(credit.system_counts, gained[1])]
+        record.credit = credit
         return (extra[0], extra[1])
 
     def saving(self, pid: int) -> frozenset[int]:
@@ -1006,6 +1067,15 @@ def _list_descendant(listed: list[tuple[int, str, tuple[int, ...]]], entry: tupl
         listed.append((0, "others", (0,) * len(entry[2])))
     pid, comm, counts = listed[-1]
     listed[-1] = (pid, comm, tuple(a + b for a, b in zip(counts, entry[2])))
+
+
+def _add_unseen(listed: list[tuple[int, str, tuple[int, ...]]], delta: list[int]) -> None:
+    """Counts of children known only from Linux's totals, under one entry
+    named "unseen" kept first in the list."""
+    if listed and listed[0][:2] == (0, "unseen"):
+        listed[0] = (0, "unseen", tuple(max(0, a + b) for a, b in zip(listed[0][2], delta)))
+    elif any(delta):
+        listed.insert(0, (0, "unseen", tuple(max(0, d) for d in delta)))
 
 
 def _arms_signals(request: CounterRequest, profiling: int = 0) -> bool:

@@ -231,6 +231,7 @@ class Lifecycle:
             self.clock.forget(pid)
             return
         if not self.kernel.has_exited(pid):
+            self._fold_reaped_children(pid)
             self.kernel.exit(pid, self.kernel.parent_of(pid), True, self.kernel.comm_of(pid))
         self._reaped(pid)
 
@@ -241,22 +242,31 @@ class Lifecycle:
             return False
         return not (identity and identity[0] and identity[0] != start)
 
-    def _reaped(self, pid: int) -> None:
-        # Children it reaped before it went are its to fold first.
-        self._fold_reaped_children(pid)
+    def _reaped(self, pid: int, waited: bool = False) -> None:
+        """``waited``: its parent is known to have reaped it."""
+        # Its zombies still here outlived its exit (its own were folded then):
+        # init's now, unless their parent is still a zombie.
+        for child in list(self._zombies.get(pid, ())):
+            if not self._alive(child):
+                self._reaped(child)
         parent = self.kernel.parent_of(pid)
         self._zombies.get(parent, set()).discard(pid)
         if parent in self._zombies and not self._zombies[parent]:
             del self._zombies[parent]
         # A zombie parent still did its waiting before it exited.
-        alive = bool(parent) and self.host.read_start(parent) is not None
+        alive = waited or (bool(parent) and self.host.read_start(parent) is not None)
         self.kernel.reaped(pid, parent_alive=alive)
         self.clock.forget(pid)
 
     def _fold_reaped_children(self, pid: int) -> None:
+        """``pid`` is exiting: its zombies that are gone too were
+        reaped by it before it went - the common case, a parent that waits
+        for its children.  (A zombie its parent left unreaped goes to init,
+        and if init reaped it before we learnt of its parent's end, it is
+        folded all the same: nothing left tells the two apart.)"""
         for child in list(self._zombies.get(pid, ())):
             if not self._alive(child):
-                self._reaped(child)
+                self._reaped(child, waited=True)
 
     # -- recovering from a loss ----------------------------------------------
 

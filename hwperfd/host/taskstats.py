@@ -547,6 +547,25 @@ class _GroupTotals:
         return len(self._sums)
 
 
+def announced(records: list[ExitRecord], ended: set[int]) -> tuple[list[ExitRecord], list[ExitRecord]]:
+    """Split a drain of exit records into those whose process's end the
+    connector has told (``ended``: tgids of its exit events) and the rest.
+
+    A record is queued before its process's connector exit event, and a
+    child's fork event before its record; a record read after the connector
+    was drained may belong to a child whose fork is still queued there, so
+    the daemon holds those back a round.  Overruns always pass.
+    """
+    now: list[ExitRecord] = []
+    held: list[ExitRecord] = []
+    for record in records:
+        if isinstance(record, TaskExit) and (record.tgid or record.pid) not in ended:
+            held.append(record)
+        else:
+            now.append(record)
+    return now, held
+
+
 class ExitAccounting(NetlinkSubscription[ExitRecord]):
     """Async context manager and async iterator of tasks' exit accounting.
 

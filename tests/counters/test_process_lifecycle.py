@@ -307,6 +307,81 @@ def test_after_a_loss_children_whose_ends_were_lost_still_count(kernel, life, ho
     assert kernel.read(caller(parent), parent)[1][0] == 7 * CYCLES_PER_MS
 
 
+def test_zombies_reaped_by_a_parent_that_went_before_we_looked_still_fold(kernel, life, host):
+    """A worker's child exits while the worker is busy (a zombie), the worker
+    reaps it and exits, and its own parent reaps the worker, all before the
+    daemon looks again: the grandchild's counts still reach the top."""
+    top = host.spawn(100, 1)
+    kernel.enable(caller(top), top, cycles())
+    host.spawn(101, 100)
+    host.spawn(102, 101)
+    life.apply([Forked(100, 101), Forked(101, 102)])
+    host.run(102, 3)
+    host.die(102)
+    life.apply([Exited(102, 101)])  # its parent is not waiting: a zombie for now
+    host.reap(102)
+    host.run(101, 1)
+    host.die(101)
+    host.reap(101)
+    life.apply([Exited(101, 100, "proc", (1 * MS, 0))])
+    life.settle(100)
+    assert kernel.read(caller(top), top)[1][0] == 4 * CYCLES_PER_MS
+
+
+def test_a_child_linux_counted_before_its_exit_was_heard_is_counted_once(kernel, life, host):
+    """After a loss the parent's reads take in Linux's totals; a child reaped
+    before its exit record arrived is in them, and its record, when it comes,
+    replaces the part of that credit it stands for rather than adding to it."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    life.apply([Lost()])
+    host.spawn(102, 100)
+    life.apply([Forked(100, 102)])
+    host.run(102, 3)
+    host.reap(102)  # reaped; its exit record still queued
+    life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 3 * CYCLES_PER_MS
+    life.apply([Exited(102, 100, "proc", (3 * MS, 0))])
+    life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 3 * CYCLES_PER_MS
+    assert kernel.descendants(100)[0][:2] == (0, "unseen") and kernel.descendants(100)[0][2][0] == 0
+
+
+def test_a_fork_heard_after_linux_counted_the_child_adds_nothing_twice(kernel, life, host):
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    life.apply([Lost()])
+    host.spawn(103, 100)
+    host.run(103, 4)
+    host.reap(103)
+    life.settle(100)  # Linux's total: 4 ms
+    host.spawn(104, 100)
+    life.apply([Forked(100, 104)])
+    host.run(104, 2)
+    # The late fork and exit of 103, then 104's: only 104 is new.
+    life.apply([Forked(100, 103), Exited(103, 100, "proc", (4 * MS, 0))])
+    host.reap(104)
+    life.apply([Exited(104, 100, "proc", (2 * MS, 0))])
+    life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 6 * CYCLES_PER_MS
+
+
+def test_a_fold_never_takes_a_parents_counts_backwards(kernel, life, host):
+    """The credit counted 5 ms for a child whose record, late, brings 3 ms:
+    the parent keeps what it showed."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    life.apply([Lost()])
+    host.spawn(102, 100)
+    life.apply([Forked(100, 102)])
+    host.run(102, 5)
+    host.reap(102)
+    life.settle(100)
+    shown = kernel.read(caller(parent), parent)[1][0]
+    life.apply([Exited(102, 100, "proc", (3 * MS, 0))])
+    assert kernel.read(caller(parent), parent)[1][0] == shown == 5 * CYCLES_PER_MS
+
+
 def test_under_the_manual_clock_linux_totals_are_not_counted(kernel, host):
     life = Lifecycle(kernel, host, host, host_time=False)
     parent = host.spawn(100, 1)

@@ -546,3 +546,17 @@ def test_short_child_run_time_is_exact_before_its_exit_path() -> None:
     # several are within the exit path's cost (not a preempted child, nor one a tick split)
     close = [abs(total - rec.ran_ns / 1e9) <= 0.000_3 + 0.05 * total for rec, total in results]
     assert sum(close) >= 3, [(r.ran_ns, t) for r, t in results]
+
+
+def test_records_of_processes_the_connector_has_not_ended_wait_a_round() -> None:
+    """A record read after the connector's drain may be a child's whose fork
+    the connector still holds: only records of announced ends and overruns
+    pass, the rest wait."""
+    told = TaskExit(pid=10, tgid=10, ppid=1, user_ns=1, system_ns=0, comm="a", whole_group=True)
+    thread = TaskExit(pid=12, tgid=11, ppid=1, user_ns=1, system_ns=0, comm="b", whole_group=False)
+    early = TaskExit(pid=13, tgid=13, ppid=1, user_ns=1, system_ns=0, comm="c", whole_group=True)
+    old_kernel = TaskExit(pid=14, tgid=0, ppid=1, user_ns=1, system_ns=0, comm="d", whole_group=True)
+    lost = Overrun()
+    now, held = ts.announced([told, thread, early, lost, old_kernel], {10, 11, 14})
+    assert now == [told, thread, lost, old_kernel]
+    assert held == [early]
