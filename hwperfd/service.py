@@ -102,6 +102,7 @@ class Daemon:
             catch_up_events=self._catch_up_events,
             on_controls_changed=self._wake_tick,
             status=self._status,
+            quiet=lambda pid: not self.lifecycle.has_zombies(pid),
         )
         self.fs.state_pages = StatePages.create(
             self.kernel,
@@ -111,6 +112,8 @@ class Daemon:
             getattr(args, "state_pages", DEFAULT_PER_USER),
             must_ask=lambda pid: self.fs.faults.armed(pid, "PIOCGETEVCTRS"),
         )
+        if self.fs.state_pages is not None:
+            self.fs.state_pages.on_retire = self.fs.fast.drop_page
 
     @staticmethod
     def _is_running(pid: int) -> bool:
@@ -126,6 +129,7 @@ class Daemon:
             f"sweep every {SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL:g} s: "
             f"the last checked {self.swept[0]} of {len(self.kernel.known())} processes "
             f"in {self.swept[1] / 1e6:.1f} ms of CPU",
+            f"counter reads answered from state pages in the bridge: {self.fs.fast.answered()}",
         ]
 
     def _wake_tick(self) -> None:
@@ -241,13 +245,18 @@ class Daemon:
             else:
                 log.info("taskstats unavailable: a child reaped at once may lose its last CPU time")
             self.events = await stack.enter_async_context(procevents.ProcessEvents(self.event_buffer))
+            # Reads answered in C ask the daemon whenever either stream has news.
+            self.fs.fast.watch([sub.fileno() for sub in (self.events, self.accounting) if sub is not None])
             try:
-                async for event in self.events:
-                    self._catch_up_events(None, event)
+                # Waiting without reading: what the connector sent is taken
+                # and applied in one go, with no checkpoint between.
+                while await self.events.wait_readable():
+                    self._catch_up_events(None)
             finally:
+                self.fs.fast.watch(None)
                 self.events = self.accounting = None
 
-    def _catch_up_events(self, pid: int | None = None, first: procevents.ProcessEvent | None = None) -> None:
+    def _catch_up_events(self, pid: int | None = None) -> None:
         """Apply what the kernel has reported (``Lifecycle`` orders it), then
         fold ``pid``'s children reaped since: a parent that has just returned
         from wait(2) must see its child's counts.
@@ -258,9 +267,7 @@ class Daemon:
         """
         changed = False
         # One poll(2) for both streams first: before most requests neither has news.
-        if self.events is not None and (
-            first is not None or self._held or netlink.any_pending((self.events, self.accounting))
-        ):
+        if self.events is not None and (self._held or netlink.any_pending((self.events, self.accounting))):
             # Taskstats, the connector, then taskstats again.  A child's fork
             # event is queued before its exit record, and an exit record
             # before the process's connector exit event (do_exit: taskstats_exit,
@@ -271,9 +278,10 @@ class Daemon:
             # yet waits a round: its fork may still be queued, and a record
             # applied before its fork would lose the child's counts.
             records = self._held + self._drain_accounting()
-            seen = ([first] if first is not None else []) + self.events.drain_nowait()
+            seen = self.events.drain_nowait()
             ended = {e.tgid for e in seen if isinstance(e, procevents.ExitEvent)}
             announced, self._held = taskstats.announced(self._drain_accounting(), ended)
+            self.fs.fast.hold(bool(self._held))
             records += announced
             batch = self._exit_events(records)
             # taskstats' whole-group exits: every thread of those processes is gone.

@@ -221,6 +221,11 @@ class Lifecycle:
             self._reconcile(pid)
         return reaped
 
+    def has_zombies(self, pid: int) -> bool:
+        """Whether ``pid`` has exited children not yet folded (its next
+        request looks whether it reaped them)."""
+        return pid in self._zombies
+
     def zombies(self) -> int:
         return sum(len(c) for c in self._zombies.values())
 

@@ -141,6 +141,31 @@ class NetlinkSubscription(Generic[R]):
     def __aiter__(self) -> Self:
         return self
 
+    def fileno(self) -> int:
+        """The socket's descriptor (-1 when closed), for a poll(2) outside trio."""
+        return self._raw.fileno() if self._raw is not None else -1
+
+    async def wait_readable(self) -> bool:
+        """Wait until the kernel has sent something, without reading it
+        (``drain_nowait`` then takes it at once); False once closed.
+
+        Unlike iterating, nothing is taken from the socket before the
+        caller runs again: what a caller applies synchronously after this
+        is never read and left unapplied across a checkpoint.
+        """
+        if self._pending:
+            await trio.lowlevel.checkpoint()
+            return True
+        sock = self._sock
+        if sock is None:
+            await trio.lowlevel.checkpoint()
+            return False
+        try:
+            await trio.lowlevel.wait_readable(sock)
+        except (trio.ClosedResourceError, OSError):
+            return False
+        return self._sock is not None
+
     def drain_nowait(self) -> list[R]:
         """Every record the kernel has already sent, without waiting.
 

@@ -21,6 +21,18 @@
  * It needs pyfuse3 run with a single reader task (hwperfd's main(1, 1)):
  * another reader, woken by epoll for a request the burst then took, would
  * block the whole loop in read(2).
+ *
+ * Reads answered in C.  A counter read (the daemon names the command) on a
+ * file the daemon has marked with fast_set() is answered from that
+ * process's state page - the snapshot and exact rates the daemon keeps
+ * current for self-monitoring readers (include/hwperfd/state.h) - with the
+ * process's CPU clock read here, the arithmetic of lib/state.c.  The daemon
+ * marks a file only for a caller it has just answered (root, or the counted
+ * process itself) and clears every mark whenever anything may have changed.
+ * The read goes to Python whenever the page says so (being written, dead, a
+ * fallback), the process is gone, the daemon holds exit records back, or
+ * either of its netlink streams has news: a fork, exec or exit must be
+ * applied before the next count is answered.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,7 +47,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct fuse_session *(*session_new_fn)(struct fuse_args *,
                                                const struct fuse_lowlevel_ops *,
@@ -52,6 +66,25 @@ static int lingering;                /* inside a burst: no nesting */
 static int interrupted;              /* a handler saw KeyboardInterrupt: end the burst */
 static unsigned long long follow_on_count; /* ioctls answered in bursts */
 static struct fuse_buf follow_buf;   /* reused; libfuse allocates mem */
+
+/* Reads answered in C (all guarded by the GIL). */
+#define FAST_ENTRIES 64
+#define FAST_SLOTS 32
+struct fast_entry {
+    int used;
+    uint64_t fh, ino;
+    int pid, pidfd;                 /* the counted process */
+    int caller;                     /* the calling thread the daemon answered */
+    unsigned uid, gid;
+    unsigned long long stamp;       /* last use, for eviction */
+    Py_buffer page;                 /* its state page (hwperfd_state_t layout) */
+};
+static struct fast_entry fast[FAST_ENTRIES];
+static unsigned fast_cmd;            /* the counter read's command; 0: off */
+static struct pollfd fast_watch_fds[2];
+static int fast_nwatch;
+static int fast_held;                /* the daemon holds records back: ask it */
+static unsigned long long fast_stamp, fast_count;
 
 /* Consume the pending exception and return the errno to answer with. */
 static int
@@ -202,6 +235,123 @@ follow_on(struct fuse_session *se)
     lingering = 0;
 }
 
+/* hwperfd_state_t (include/hwperfd/state.h), read from a little-endian page. */
+#define ST_SEQ 8
+#define ST_FLAGS 12
+#define ST_CLOCK 16
+#define ST_GENERATION 20
+#define ST_USER 24
+#define ST_SYSTEM 32
+#define ST_SPLIT_USER 40
+#define ST_SPLIT_SYSTEM 48
+#define ST_TICK 56
+#define ST_SLOTS 128
+#define ST_NSLOTS 6
+#define ST_FALLBACK 0x1
+#define ST_DEAD 0x2
+#define ST_CLOCK_MANUAL 0
+#define ST_CLOCK_PROCESS 1
+
+static uint64_t
+u64_at(const unsigned char *p, size_t off)
+{
+    uint64_t v;
+    memcpy(&v, p + off, sizeof v);
+    return v;
+}
+
+static uint32_t
+u32_at(const unsigned char *p, size_t off)
+{
+    uint32_t v;
+    memcpy(&v, p + off, sizeof v);
+    return v;
+}
+
+static void
+fast_release(struct fast_entry *e)
+{
+    if (e->used)
+        PyBuffer_Release(&e->page);
+    memset(e, 0, sizeof *e);
+}
+
+/* The counts of the entry's process now, from its page: 1, or 0 when the
+ * daemon must answer.  The arithmetic is lib/state.c's. */
+static int
+fast_counts(struct fast_entry *e, int *generation, uint64_t *counts)
+{
+    const unsigned char *p = e->page.buf;
+    uint64_t du = 0, ds = 0;
+
+    if (e->page.len < ST_SLOTS + FAST_SLOTS * 40)
+        return 0;
+    uint32_t seq = u32_at(p, ST_SEQ), flags = u32_at(p, ST_FLAGS), kind = u32_at(p, ST_CLOCK);
+    if ((seq & 1) || (flags & (ST_FALLBACK | ST_DEAD)) || (p[ST_NSLOTS] | p[ST_NSLOTS + 1] << 8) < FAST_SLOTS)
+        return 0;
+    if (kind == ST_CLOCK_PROCESS) {
+        /* The process's CPU clock (MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)). */
+        clockid_t id = (clockid_t)((~(unsigned)e->pid) << 3 | 2);
+        struct timespec ts;
+        if (clock_gettime(id, &ts) != 0)
+            return 0;
+        uint64_t total = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        uint64_t split_user = u64_at(p, ST_SPLIT_USER), split_system = u64_at(p, ST_SPLIT_SYSTEM);
+        uint64_t ticks = split_user + split_system, tick_ns = u64_at(p, ST_TICK);
+        uint64_t user_ns = u64_at(p, ST_USER), system_ns = u64_at(p, ST_SYSTEM);
+        if (ticks && total < ticks * tick_ns)
+            total = ticks * tick_ns;
+        uint64_t system = ticks ? (uint64_t)((unsigned __int128)total * split_system / ticks) : 0;
+        du = total - system > user_ns ? total - system - user_ns : 0;
+        ds = system > system_ns ? system - system_ns : 0;
+    }
+    else if (kind != ST_CLOCK_MANUAL)
+        return 0;
+    for (int i = 0; i < FAST_SLOTS; i++) {
+        const size_t at = ST_SLOTS + (size_t)i * 40;
+        uint64_t den = u64_at(p, at + 32);
+        counts[i] = u64_at(p, at);
+        if (den)
+            counts[i] += (uint64_t)(((unsigned __int128)u64_at(p, at + 8)
+                                     + (unsigned __int128)du * u64_at(p, at + 16)
+                                     + (unsigned __int128)ds * u64_at(p, at + 24)) / den);
+    }
+    memcpy(generation, p + ST_GENERATION, sizeof *generation);
+    return 1;
+}
+
+/* Answer a counter read in C if the daemon has said it may be: 1 answered. */
+static int
+fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, size_t in_bufsz, size_t out_bufsz)
+{
+    const struct fuse_ctx *ctx;
+    struct fast_entry *e = NULL;
+    uint64_t counts[FAST_SLOTS];
+    int generation;
+
+    if (cmd != fast_cmd || !fast_cmd || in_bufsz || out_bufsz != sizeof counts || fast_held)
+        return 0;
+    ctx = fuse_req_ctx(req);
+    for (int i = 0; i < FAST_ENTRIES; i++)
+        if (fast[i].used && fast[i].fh == fh) {
+            e = &fast[i];
+            break;
+        }
+    if (e == NULL || e->ino != ino || e->caller != (int)ctx->pid || e->uid != (unsigned)ctx->uid
+        || e->gid != (unsigned)ctx->gid)
+        return 0;
+    if (fast_nwatch && poll(fast_watch_fds, (nfds_t)fast_nwatch, 0) != 0)
+        return 0; /* news (or an error) for the daemon first */
+    if (syscall(SYS_pidfd_send_signal, e->pidfd, 0, NULL, 0) != 0 && errno != EPERM)
+        return 0; /* gone: the daemon answers ESRCH */
+    if (!fast_counts(e, &generation, counts) || generation < 0)
+        return 0;
+    e->stamp = ++fast_stamp;
+    fast_count++;
+    fuse_reply_ioctl(req, generation, counts, sizeof counts);
+    return 1;
+}
+
 /* FUSE_USE_VERSION 32 (as pyfuse3) declares cmd as int; it is the 32-bit command. */
 static void
 bridge_ioctl(fuse_req_t req, fuse_ino_t ino, int cmd, void *arg,
@@ -213,8 +363,9 @@ bridge_ioctl(fuse_req_t req, fuse_ino_t ino, int cmd, void *arg,
         return;
     }
     PyGILState_STATE gil = PyGILState_Ensure();
-    dispatch(req, ino, fi ? fi->fh : 0, (unsigned int)cmd, arg, flags, in_buf,
-             in_bufsz, out_bufsz);
+    if (!fast_answer(req, ino, fi ? fi->fh : 0, (unsigned int)cmd, in_bufsz, out_bufsz))
+        dispatch(req, ino, fi ? fi->fh : 0, (unsigned int)cmd, arg, flags, in_buf,
+                 in_bufsz, out_bufsz);
     if (!lingering) {
         if (!interrupted && linger_window_ns > 0 && session != NULL)
             follow_on(session);
@@ -296,7 +447,126 @@ bridge_follow_ons(PyObject *self, PyObject *unused)
     return PyLong_FromUnsignedLongLong(follow_on_count);
 }
 
+static PyObject *
+bridge_fast_set(PyObject *self, PyObject *args)
+{
+    unsigned long long fh, ino;
+    int pid, pidfd, caller;
+    unsigned uid, gid;
+    PyObject *page;
+    struct fast_entry *e = NULL;
+
+    if (!PyArg_ParseTuple(args, "KKiiiIIO:fast_set", &fh, &ino, &pid, &pidfd, &caller, &uid, &gid, &page))
+        return NULL;
+    for (int i = 0; i < FAST_ENTRIES && e == NULL; i++)
+        if (fast[i].used && fast[i].fh == fh)
+            e = &fast[i];
+    for (int i = 0; i < FAST_ENTRIES && e == NULL; i++)
+        if (!fast[i].used)
+            e = &fast[i];
+    if (e == NULL) { /* full: the least recently used goes */
+        e = &fast[0];
+        for (int i = 1; i < FAST_ENTRIES; i++)
+            if (fast[i].stamp < e->stamp)
+                e = &fast[i];
+    }
+    fast_release(e);
+    if (PyObject_GetBuffer(page, &e->page, PyBUF_SIMPLE) < 0)
+        return NULL;
+    e->used = 1;
+    e->fh = fh;
+    e->ino = ino;
+    e->pid = pid;
+    e->pidfd = pidfd;
+    e->caller = caller;
+    e->uid = uid;
+    e->gid = gid;
+    e->stamp = ++fast_stamp;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bridge_fast_drop(PyObject *self, PyObject *args)
+{
+    unsigned long long fh;
+    PyObject *page = Py_None;
+
+    if (!PyArg_ParseTuple(args, "K|O:fast_drop", &fh, &page))
+        return NULL;
+    for (int i = 0; i < FAST_ENTRIES; i++)
+        if (fast[i].used && (page == Py_None ? fast[i].fh == fh : fast[i].page.obj == page))
+            fast_release(&fast[i]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bridge_fast_clear(PyObject *self, PyObject *unused)
+{
+    for (int i = 0; i < FAST_ENTRIES; i++)
+        fast_release(&fast[i]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bridge_fast_config(PyObject *self, PyObject *args)
+{
+    unsigned cmd;
+    PyObject *fds;
+
+    if (!PyArg_ParseTuple(args, "IO:fast_config", &cmd, &fds))
+        return NULL;
+    PyObject *seq = PySequence_Fast(fds, "fds must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > 2) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "at most 2 descriptors to watch");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int fd = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (fd < 0) {
+            Py_DECREF(seq);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "descriptors must be >= 0");
+            return NULL;
+        }
+        fast_watch_fds[i].fd = fd;
+        fast_watch_fds[i].events = POLLIN;
+    }
+    Py_DECREF(seq);
+    fast_nwatch = (int)n;
+    fast_cmd = cmd;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bridge_fast_hold(PyObject *self, PyObject *held)
+{
+    int v = PyObject_IsTrue(held);
+    if (v < 0)
+        return NULL;
+    fast_held = v;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bridge_fast_answers(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(fast_count);
+}
+
 static PyMethodDef bridge_methods[] = {
+    {"fast_set", bridge_fast_set, METH_VARARGS,
+     "fast_set(fh, ino, pid, pidfd, caller, uid, gid, page): answer counter reads on fh in C."},
+    {"fast_drop", bridge_fast_drop, METH_VARARGS,
+     "fast_drop(fh[, page]): forget fh's mark (or every mark on page)."},
+    {"fast_clear", bridge_fast_clear, METH_NOARGS, "fast_clear(): forget every mark."},
+    {"fast_config", bridge_fast_config, METH_VARARGS,
+     "fast_config(cmd, fds): the counter read's command, and the descriptors whose news the daemon must see first."},
+    {"fast_hold", bridge_fast_hold, METH_O, "fast_hold(held): the daemon holds records back (reads go to it)."},
+    {"fast_answers", bridge_fast_answers, METH_NOARGS, "fast_answers() -> reads answered in C."},
     {"install", bridge_install, METH_O,
      "install(handler): set the ioctl handler (None removes it)."},
     {"linger", bridge_linger, METH_VARARGS,

@@ -89,9 +89,62 @@ def follow_ons() -> int:
     return _ioctl_bridge.follow_ons()
 
 
+class FastReads:
+    """Counter reads the bridge answers in C, from a process's state page,
+    without calling the handler (see _ioctl_bridge.c, "Reads answered in C").
+
+    The daemon marks a file after answering a read on it (``mark``), for
+    that caller alone, and ``clear``s every mark whenever anything the
+    marks rest on may have changed; the bridge asks the daemon instead
+    whenever ``fds`` (its netlink streams) have news or ``hold`` is on.
+    At most 64 files are marked; past that the least recently read goes.
+    """
+
+    def __init__(self, cmd: int) -> None:
+        self.cmd = cmd
+        self.on = False  # only while the daemon follows the kernel's process events
+
+    def watch(self, fds: list[int] | None) -> None:
+        """The descriptors of the daemon's event streams (None: it follows
+        none any more, and no read is answered in C)."""
+        self.on = fds is not None
+        _ioctl_bridge.fast_clear()
+        _ioctl_bridge.fast_config(self.cmd if self.on else 0, fds or [])
+
+    def mark(self, fh: int, ino: int, pid: int, pidfd: int, caller: int, uid: int, gid: int, page: object) -> None:
+        if self.on:
+            _ioctl_bridge.fast_set(fh, ino, pid, pidfd, caller, uid, gid, page)
+
+    def drop(self, fh: int) -> None:
+        _ioctl_bridge.fast_drop(fh)
+
+    def drop_page(self, page: object) -> None:
+        """Before ``page`` (an mmap) is closed: no mark may hold it."""
+        _ioctl_bridge.fast_drop(0, page)
+
+    def clear(self) -> None:
+        _ioctl_bridge.fast_clear()
+
+    def hold(self, held: bool) -> None:
+        _ioctl_bridge.fast_hold(held)
+
+    @staticmethod
+    def answered() -> int:
+        return _ioctl_bridge.fast_answers()
+
+
 def hooked() -> int:
     """How many FUSE sessions were created with the bridge's ioctl operation."""
     return _ioctl_bridge.hooked()
 
 
-__all__ = ["FUSE_IOCTL_COMPAT", "FUSE_IOCTL_DIR", "IoctlHandler", "follow_ons", "hooked", "install", "linger"]
+__all__ = [
+    "FUSE_IOCTL_COMPAT",
+    "FUSE_IOCTL_DIR",
+    "FastReads",
+    "IoctlHandler",
+    "follow_ons",
+    "hooked",
+    "install",
+    "linger",
+]

@@ -36,6 +36,7 @@ from hwperfd.perfctr.driver import PerfctrDevice
 from hwperfd.perfctr.pages import VperfctrPages
 from hwperfd.procfs import commands, pinfo, statepages
 from hwperfd.procfs.boundary import guarded
+from hwperfd.procfs.bridge import FastReads
 from hwperfd.procfs.listing import Listing
 from hwperfd.procfs.summary import control_summary, process_summary
 import structs
@@ -136,6 +137,7 @@ class ProcFs(pyfuse3.Operations):
         catch_up_events: Callable[[int | None], None] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
         status: Callable[[], list[str]] = lambda: [],
+        quiet: Callable[[int], bool] = lambda pid: False,
     ) -> None:
         super().__init__()
         self.kernel = kernel
@@ -166,6 +168,11 @@ class ProcFs(pyfuse3.Operations):
         # set controls (PIOCENEVCTRS, PIOCSETEVCTRL, HWIOC_ENSYSCNTRS, ...).
         self._on_controls_changed = on_controls_changed
         self._status = status  # the service's own lines for the control node
+        # Counter reads the bridge may answer in C from a state page, marked
+        # per file after a read here; ``quiet(pid)``: nothing of ``pid``'s
+        # waits to be applied at its next request (zombies to fold).
+        self.fast = FastReads(structs.PIOCGETEVCTRS)
+        self._quiet = quiet
         self._handles: dict[int, Handle] = {}
         self._pages: dict[tuple[int, int], _Page] = {}  # (pid, start) -> text shared by its readers
         self._per_user: Counter[int] = Counter()  # open process files per unprivileged uid
@@ -365,8 +372,10 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EACCES)
 
     def changed(self) -> None:
-        """Something a page shows may have changed: pages render anew."""
+        """Something a page shows may have changed: pages render anew, and
+        no read is answered in C before the daemon has looked again."""
         self._version += 1
+        self.fast.clear()
 
     async def read(self, fh, off, size):
         if pinfo.owns(self._handle(fh).inode):
@@ -443,6 +452,20 @@ class ProcFs(pyfuse3.Operations):
 
     # -- state pages (README, Self-monitoring) ----------------------------------
 
+    def _mark_fast(self, fh: int, handle: Handle, caller: int, uid: int, gid: int) -> None:
+        """After a read answered here: the bridge may answer this caller's
+        next reads on ``fh`` from the process's state page, when the caller
+        is root or the process itself (other callers' rights rest on their
+        process group, which Linux reports no change of) and nothing of the
+        process waits to be applied (a fault armed, zombies to fold)."""
+        if self.state_pages is None or not (uid == 0 or caller == handle.pid):
+            return
+        if self.faults.armed(handle.pid, "PIOCGETEVCTRS") or not self._quiet(handle.pid):
+            return
+        page = self.state_pages.reading_page(handle.pid, handle.start)
+        if page is not None:
+            self.fast.mark(fh, handle.inode, handle.pid, handle.pidfd, caller, uid, gid, page)
+
     def _pages_changed(self, pid: int | None) -> None:
         """A request may have changed what ``pid``'s state page (every page: None) shows."""
         if self.state_pages is not None and (pid is None or pid in self.state_pages):
@@ -500,6 +523,7 @@ class ProcFs(pyfuse3.Operations):
         raise pyfuse3.FUSEError(errno.ENOSYS)
 
     async def release(self, fh):
+        self.fast.drop(fh)
         self._writable.discard(fh)
         tid = self.perfctr.bound_tid(fh)
         self.perfctr.release(fh)
@@ -613,6 +637,9 @@ class ProcFs(pyfuse3.Operations):
     # -- ioctl (through the bridge) ---------------------------------------------------
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
+        counter_read = cmd == structs.PIOCGETEVCTRS and not data and ino >= _PID_BASE
+        if not (counter_read or pinfo.owns(ino) or ino == pyfuse3.ROOT_INODE):
+            self.fast.clear()  # it may change what a read answered in C rests on
         if ino == PCTR_INODE:
             return self.pctr(cmd, data, pid, fh in self._writable)
         if ino == PERFCTR_INODE:
@@ -657,6 +684,8 @@ class ProcFs(pyfuse3.Operations):
                 reply = self._state_page(handle, call, gone)
             else:
                 reply = self._proc_ioctls(handle.pid, call, handle.start, gone=gone)
+                if counter_read:
+                    self._mark_fast(fh, handle, pid, uid, gid)
             if data or cmd in (structs.PIOCRELEVCTRS, structs.PIOCSAVECCNTRS):
                 self._pages_changed(handle.pid)  # reads leave a page as exact as it was
         elif ino == pyfuse3.ROOT_INODE:

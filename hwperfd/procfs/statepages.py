@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DIR = "/run/hwperfd-state"
 DEFAULT_PER_USER = 256
+PRIVATE_PAGES = 64  # the daemon's own pages, for reads answered in C; least recently used go
 
 # hwperfd_state_t packed by hand: construct takes a millisecond for 64 slots,
 # and a page is written after every request on its process.
@@ -76,6 +77,11 @@ class _Page:
     map: mmap.mmap
     seq: int = 0
     cpu_total: int = -1  # the process's CPU clock when last written (real clock)
+    private: bool = False  # the daemon's own, for reads it answers in C (no file, no user)
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (0 if self.private else id(self.source), self.pid)
 
 
 # acl_ea_header and acl_ea_entry (linux/posix_acl_xattr.h): version 2, then
@@ -127,7 +133,9 @@ class StatePages:
         self.clock = clock
         self.per_user = per_user
         self._must_ask = must_ask  # reads of this pid must reach the daemon (an armed fault)
-        self._pages: dict[tuple[int, int], _Page] = {}  # (id of the source, context) -> page
+        self._pages: dict[tuple[int, int], _Page] = {}  # (id of the source, or 0: private, context) -> page
+        self._private: dict[int, _Page] = {}  # pid -> the daemon's own page, least recently used first
+        self.on_retire: Callable[[mmap.mmap], None] = lambda mapped: None  # before a page's map closes
         self._by_pid: dict[int, list[_Page]] = {}  # context -> its pages (asked on every ioctl)
         self._per_user: Counter[int] = Counter()
         _prepare(root)
@@ -184,6 +192,43 @@ class StatePages:
         self._publish(page)
         return page.path
 
+    def reading_page(self, pid: int, start: int) -> mmap.mmap | None:
+        """A page of process ``pid`` (IRIX's kernel) that reads answered in C
+        may use: the one the process asked for, else the daemon's own,
+        made if need be; None if it is not counting or pages are full."""
+        page = self._pages.get((id(self.kernel), pid))
+        if page is None or page.start != start:
+            page = self._private.pop(pid, None)
+            if page is not None and page.start != start:
+                self._retire(page)
+                page = None
+            if page is None:
+                if self.kernel.snapshot(pid) is None or not self.kernel.is_counting(pid):
+                    return None
+                while len(self._private) >= PRIVATE_PAGES:
+                    self._retire(next(iter(self._private.values())))
+                page = self._make_private(pid, start)
+                self._publish(page, resplit=True)
+                if self._pages.get(page.key) is not page:
+                    return None
+            self._private[pid] = page  # the most recently used last
+        flags = int.from_bytes(page.map[_BODY_OFFSET : _BODY_OFFSET + 4], "little")
+        return None if flags & structs.HWPERFD_STATE_FALLBACK else page.map
+
+    def _make_private(self, pid: int, start: int) -> _Page:
+        kind = structs.HWPERFD_STATE_CLOCK_PROCESS if self._real else structs.HWPERFD_STATE_CLOCK_MANUAL
+        page = _Page(self.kernel, pid, start, 0, kind, "", -1, mmap.mmap(-1, _SIZE), private=True)
+        self._add(page)
+        return page
+
+    def _add(self, page: _Page) -> None:
+        self._pages[page.key] = page
+        self._by_pid.setdefault(page.pid, []).append(page)
+        if not page.private:
+            self._per_user[page.uid] += 1
+        if page.clock == structs.HWPERFD_STATE_CLOCK_PROCESS:
+            self.clock.hold_split(page.pid, True)  # type: ignore[attr-defined]
+
     def _make(self, source: PageSource, pid: int, start: int, uid: int, kind: int) -> _Page:
         path = os.path.join(self.dir, secrets.token_hex(16))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
@@ -197,11 +242,7 @@ class StatePages:
             os.unlink(path)
             raise
         page = _Page(source, pid, start, uid, kind, path, fd, mapped)
-        self._pages[(id(source), pid)] = page
-        self._by_pid.setdefault(pid, []).append(page)
-        self._per_user[uid] += 1
-        if kind == structs.HWPERFD_STATE_CLOCK_PROCESS:
-            self.clock.hold_split(pid, True)  # type: ignore[attr-defined]
+        self._add(page)
         return page
 
     # -- keeping pages current ---------------------------------------------------
@@ -221,7 +262,7 @@ class StatePages:
         ``resplit``: a thread's page takes its stat's user:system ratio anew,
         which is safe only while the thread waits (its schedstat lags while it runs)."""
         for page in self._matching(pid, source):
-            if self._pages.get((id(page.source), page.pid)) is page:
+            if self._pages.get(page.key) is page:
                 self._publish(page, resplit)
 
     def refresh(self) -> None:
@@ -319,31 +360,37 @@ class StatePages:
             self._retire(page)
 
     def _retire(self, page: _Page) -> None:
-        if self._pages.pop((id(page.source), page.pid), None) is None:
+        if self._pages.pop(page.key, None) is None:
             return
         others = [each for each in self._by_pid.get(page.pid, ()) if each is not page]
         if others:
             self._by_pid[page.pid] = others
         else:
             self._by_pid.pop(page.pid, None)
-        self._per_user[page.uid] -= 1
-        if not self._per_user[page.uid]:
-            del self._per_user[page.uid]
-        if page.clock == structs.HWPERFD_STATE_CLOCK_PROCESS:
-            self.clock.hold_split(page.pid, False)  # type: ignore[attr-defined]
-        elif page.clock == structs.HWPERFD_STATE_CLOCK_THREAD:
-            self.clock.hold_thread_split(page.pid, False)  # type: ignore[attr-defined]
+        if page.private:
+            self._private.pop(page.pid, None)
+        else:
+            self._per_user[page.uid] -= 1
+            if not self._per_user[page.uid]:
+                del self._per_user[page.uid]
+        if not any(each.clock == page.clock for each in others):  # another page still shows that split
+            if page.clock == structs.HWPERFD_STATE_CLOCK_PROCESS:
+                self.clock.hold_split(page.pid, False)  # type: ignore[attr-defined]
+            elif page.clock == structs.HWPERFD_STATE_CLOCK_THREAD:
+                self.clock.hold_thread_split(page.pid, False)  # type: ignore[attr-defined]
         try:
             flags = structs.HWPERFD_STATE_DEAD | structs.HWPERFD_STATE_FALLBACK
             self._begin(page)
             self._end(page, bytes(page.map[0:_BODY_OFFSET]) + flags.to_bytes(4, "little"))
+            self.on_retire(page.map)
             page.map.close()
         finally:
-            os.close(page.fd)
-            try:
-                os.unlink(page.path)
-            except FileNotFoundError:
-                pass
+            if not page.private:
+                os.close(page.fd)
+                try:
+                    os.unlink(page.path)
+                except FileNotFoundError:
+                    pass
 
     def close(self) -> None:
         for page in list(self._pages.values()):
