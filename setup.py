@@ -26,8 +26,8 @@ def fuse3_extension(name, source, version_script):
     return Extension(
         name,
         sources=[source],
-        depends=[version_script],
-        include_dirs=[f[2:] for f in cflags if f.startswith("-I")],
+        depends=[version_script, "include/hwperfd/state.h"],
+        include_dirs=["include"] + [f[2:] for f in cflags if f.startswith("-I")],
         extra_compile_args=[f for f in cflags if not f.startswith("-I")],
         library_dirs=[f[2:] for f in libs if f.startswith("-L")],
         libraries=[f[2:] for f in libs if f.startswith("-l")],

@@ -113,7 +113,7 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
 {
     const volatile struct hwperfd_state *p = r->page;
     struct hwperfd_state_slot slots[HWPERFD_STATE_SLOTS];
-    uint64_t user_ns, system_ns, split_user, split_system, tick_ns, now = 0, total, ticks, system, du, ds;
+    uint64_t user_ns, system_ns, split_user, split_system, tick_ns, now = 0, du, ds;
     uint32_t seq, flags, kind;
     struct timeval cu = {0, 0}, cs = {0, 0};
     int gen;
@@ -175,22 +175,11 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
         return -1;
     }
     du = ds = 0;
-    if (kind != HWPERFD_STATE_CLOCK_MANUAL) {
-        ticks = split_user + split_system;
-        total = now;
-        if (ticks && total < ticks * tick_ns)
-            total = ticks * tick_ns;
-        system = ticks ? (uint64_t)((unsigned __int128)total * split_system / ticks) : 0;
-        du = total - system > user_ns ? total - system - user_ns : 0;
-        ds = system > system_ns ? system - system_ns : 0;
-    }
-    for (i = 0; i < n; i++) {
-        counts[i] = slots[i].count;
-        if (slots[i].den)
-            counts[i] += (uint64_t)(((unsigned __int128)slots[i].residue + (unsigned __int128)du * slots[i].per_user
-                                     + (unsigned __int128)ds * slots[i].per_system)
-                                    / slots[i].den);
-    }
+    if (kind != HWPERFD_STATE_CLOCK_MANUAL)
+        hwperfd_state_elapsed(now, user_ns, system_ns, split_user, split_system, tick_ns, &du, &ds);
+    for (i = 0; i < n; i++)
+        counts[i] = hwperfd_state_slot_count(slots[i].count, slots[i].residue, slots[i].per_user,
+                                             slots[i].per_system, slots[i].den, du, ds);
     *generation = gen;
     return 0;
 }

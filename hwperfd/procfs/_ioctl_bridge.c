@@ -25,8 +25,8 @@
  * Reads answered in C.  A counter read (the daemon names the command) on a
  * file the daemon has marked with fast_set() is answered from that
  * process's state page - the snapshot and exact rates the daemon keeps
- * current for self-monitoring readers (include/hwperfd/state.h) - with the
- * process's CPU clock read here, the arithmetic of lib/state.c.  The daemon
+ * current for self-monitoring readers - with the process's CPU clock read
+ * here and the readers' own arithmetic (include/hwperfd/state.h).  The daemon
  * marks a file only for a caller it has just answered (root, or the counted
  * process itself) and clears every mark whenever anything may have changed.
  * The read goes to Python whenever the page says so (being written, dead, a
@@ -38,6 +38,8 @@
 #include <Python.h>
 
 #include <fuse_lowlevel.h>
+
+#include "hwperfd/state.h" /* the page and its arithmetic, as lib/state.c reads it */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -235,39 +237,6 @@ follow_on(struct fuse_session *se)
     lingering = 0;
 }
 
-/* hwperfd_state_t (include/hwperfd/state.h), read from a little-endian page. */
-#define ST_SEQ 8
-#define ST_FLAGS 12
-#define ST_CLOCK 16
-#define ST_GENERATION 20
-#define ST_USER 24
-#define ST_SYSTEM 32
-#define ST_SPLIT_USER 40
-#define ST_SPLIT_SYSTEM 48
-#define ST_TICK 56
-#define ST_SLOTS 128
-#define ST_NSLOTS 6
-#define ST_FALLBACK 0x1
-#define ST_DEAD 0x2
-#define ST_CLOCK_MANUAL 0
-#define ST_CLOCK_PROCESS 1
-
-static uint64_t
-u64_at(const unsigned char *p, size_t off)
-{
-    uint64_t v;
-    memcpy(&v, p + off, sizeof v);
-    return v;
-}
-
-static uint32_t
-u32_at(const unsigned char *p, size_t off)
-{
-    uint32_t v;
-    memcpy(&v, p + off, sizeof v);
-    return v;
-}
-
 static void
 fast_release(struct fast_entry *e)
 {
@@ -277,46 +246,33 @@ fast_release(struct fast_entry *e)
 }
 
 /* The counts of the entry's process now, from its page: 1, or 0 when the
- * daemon must answer.  The arithmetic is lib/state.c's. */
+ * daemon must answer.  The GIL is held, so the daemon is not writing it. */
 static int
 fast_counts(struct fast_entry *e, int *generation, uint64_t *counts)
 {
-    const unsigned char *p = e->page.buf;
+    const struct hwperfd_state *p = e->page.buf;
     uint64_t du = 0, ds = 0;
 
-    if (e->page.len < ST_SLOTS + FAST_SLOTS * 40)
+    if ((size_t)e->page.len < sizeof *p || (p->hs_seq & 1)
+        || (p->hs_flags & (HWPERFD_STATE_FALLBACK | HWPERFD_STATE_DEAD)) || p->hs_nslots < FAST_SLOTS)
         return 0;
-    uint32_t seq = u32_at(p, ST_SEQ), flags = u32_at(p, ST_FLAGS), kind = u32_at(p, ST_CLOCK);
-    if ((seq & 1) || (flags & (ST_FALLBACK | ST_DEAD)) || (p[ST_NSLOTS] | p[ST_NSLOTS + 1] << 8) < FAST_SLOTS)
-        return 0;
-    if (kind == ST_CLOCK_PROCESS) {
+    if (p->hs_clock == HWPERFD_STATE_CLOCK_PROCESS) {
         /* The process's CPU clock (MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)). */
         clockid_t id = (clockid_t)((~(unsigned)e->pid) << 3 | 2);
         struct timespec ts;
         if (clock_gettime(id, &ts) != 0)
             return 0;
-        uint64_t total = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        uint64_t split_user = u64_at(p, ST_SPLIT_USER), split_system = u64_at(p, ST_SPLIT_SYSTEM);
-        uint64_t ticks = split_user + split_system, tick_ns = u64_at(p, ST_TICK);
-        uint64_t user_ns = u64_at(p, ST_USER), system_ns = u64_at(p, ST_SYSTEM);
-        if (ticks && total < ticks * tick_ns)
-            total = ticks * tick_ns;
-        uint64_t system = ticks ? (uint64_t)((unsigned __int128)total * split_system / ticks) : 0;
-        du = total - system > user_ns ? total - system - user_ns : 0;
-        ds = system > system_ns ? system - system_ns : 0;
+        hwperfd_state_elapsed((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec, p->hs_user_ns,
+                              p->hs_system_ns, p->hs_split_user, p->hs_split_system, p->hs_tick_ns, &du, &ds);
     }
-    else if (kind != ST_CLOCK_MANUAL)
+    else if (p->hs_clock != HWPERFD_STATE_CLOCK_MANUAL)
         return 0;
     for (int i = 0; i < FAST_SLOTS; i++) {
-        const size_t at = ST_SLOTS + (size_t)i * 40;
-        uint64_t den = u64_at(p, at + 32);
-        counts[i] = u64_at(p, at);
-        if (den)
-            counts[i] += (uint64_t)(((unsigned __int128)u64_at(p, at + 8)
-                                     + (unsigned __int128)du * u64_at(p, at + 16)
-                                     + (unsigned __int128)ds * u64_at(p, at + 24)) / den);
+        const struct hwperfd_state_slot *slot = &p->hs_slots[i];
+        counts[i] = hwperfd_state_slot_count(slot->count, slot->residue, slot->per_user, slot->per_system,
+                                             slot->den, du, ds);
     }
-    memcpy(generation, p + ST_GENERATION, sizeof *generation);
+    *generation = p->hs_generation;
     return 1;
 }
 

@@ -73,6 +73,35 @@ struct hwperfd_state {
 typedef struct hwperfd_state_slot hwperfd_state_slot_t;
 typedef struct hwperfd_state hwperfd_state_t;
 
+/* 128-bit intermediates; __extension__ and __inline__ keep -std=c89 and
+ * -pedantic builds quiet. */
+__extension__ typedef unsigned __int128 hwperfd_state_u128_t;
+
+/* The daemon's arithmetic, shared by every reader of a page (lib/state.c and
+ * the daemon's own ioctl bridge): the user and system time since the
+ * snapshot, for a context whose CPU clock reads `total` ns ... */
+static __inline__ void hwperfd_state_elapsed(uint64_t total, uint64_t user_ns, uint64_t system_ns, uint64_t split_user,
+                                         uint64_t split_system, uint64_t tick_ns, uint64_t *du, uint64_t *ds)
+{
+    uint64_t ticks = split_user + split_system, system;
+    if (ticks && total < ticks * tick_ns)
+        total = ticks * tick_ns;
+    system = ticks ? (uint64_t)((hwperfd_state_u128_t)total * split_system / ticks) : 0;
+    *du = total - system > user_ns ? total - system - user_ns : 0;
+    *ds = system > system_ns ? system - system_ns : 0;
+}
+
+/* ... and one slot's count after du and ds more of them. */
+static __inline__ uint64_t hwperfd_state_slot_count(uint64_t count, uint64_t residue, uint64_t per_user,
+                                                uint64_t per_system, uint64_t den, uint64_t du, uint64_t ds)
+{
+    if (!den)
+        return count;
+    return count + (uint64_t)(((hwperfd_state_u128_t)residue + (hwperfd_state_u128_t)du * per_user
+                               + (hwperfd_state_u128_t)ds * per_system)
+                              / den);
+}
+
 #define HWPERFD_STATE_PATH_MAX 128
 typedef struct hwperfd_statepage {
     char hp_path[HWPERFD_STATE_PATH_MAX];
