@@ -208,9 +208,12 @@ class StatePages:
                 while len(self._private) >= PRIVATE_PAGES:
                     self._retire(next(iter(self._private.values())))
                 page = self._make_private(pid, start)
-                self._publish(page, resplit=True)
-                if self._pages.get(page.key) is not page:
-                    return None
+            # Written now: a change to everything (publish()) passes the
+            # daemon's own pages by, as no read is answered from them after
+            # one until this has been called again.
+            self._publish(page)
+            if self._pages.get(page.key) is not page:
+                return None
             self._private[pid] = page  # the most recently used last
         flags = int.from_bytes(page.map[_BODY_OFFSET : _BODY_OFFSET + 4], "little")
         return None if flags & structs.HWPERFD_STATE_FALLBACK else page.map
@@ -254,7 +257,10 @@ class StatePages:
         return len(self._pages)
 
     def _matching(self, pid: int | None, source: PageSource | None) -> list[_Page]:
-        pages = list(self._pages.values()) if pid is None else list(self._by_pid.get(pid, ()))
+        if pid is None:  # every page the processes asked for (see reading_page)
+            pages = [page for page in self._pages.values() if not page.private]
+        else:
+            pages = list(self._by_pid.get(pid, ()))
         return pages if source is None else [page for page in pages if page.source is source]
 
     def publish(self, pid: int | None = None, source: PageSource | None = None, *, resplit: bool = False) -> None:
