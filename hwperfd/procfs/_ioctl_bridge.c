@@ -69,24 +69,29 @@ static int interrupted;              /* a handler saw KeyboardInterrupt: end the
 static unsigned long long follow_on_count; /* ioctls answered in bursts */
 static struct fuse_buf follow_buf;   /* reused; libfuse allocates mem */
 
-/* Reads answered in C (all guarded by the GIL). */
-#define FAST_ENTRIES 64
+/* Reads answered in C (all guarded by the GIL).  Marks are kept by file
+ * handle, one per slot of a table indexed by fh (the daemon numbers handles
+ * in turn): a mark lost to another handle's only sends that file's reads to
+ * the daemon.  The used slots are listed, so clearing costs what is marked. */
+#define FAST_ENTRIES 1024
 #define FAST_SLOTS 32
 struct fast_entry {
     int used;
+    int listed;                     /* its place in fast_used */
     uint64_t fh, ino;
     int pid, pidfd;                 /* the counted process */
     int caller;                     /* the calling thread the daemon answered */
     unsigned uid, gid;
-    unsigned long long stamp;       /* last use, for eviction */
-    Py_buffer page;                 /* its state page (hwperfd_state_t layout) */
+    Py_buffer page;                 /* its state page (struct hwperfd_state) */
 };
 static struct fast_entry fast[FAST_ENTRIES];
+static int fast_used[FAST_ENTRIES];
+static int fast_nused;
 static unsigned fast_cmd;            /* the counter read's command; 0: off */
 static struct pollfd fast_watch_fds[2];
 static int fast_nwatch;
 static int fast_held;                /* the daemon holds records back: ask it */
-static unsigned long long fast_stamp, fast_count;
+static unsigned long long fast_count;
 
 /* Consume the pending exception and return the errno to answer with. */
 static int
@@ -240,8 +245,12 @@ follow_on(struct fuse_session *se)
 static void
 fast_release(struct fast_entry *e)
 {
-    if (e->used)
-        PyBuffer_Release(&e->page);
+    if (!e->used)
+        return;
+    PyBuffer_Release(&e->page);
+    int last = fast_used[--fast_nused];
+    fast_used[e->listed] = last;
+    fast[last].listed = e->listed;
     memset(e, 0, sizeof *e);
 }
 
@@ -281,19 +290,15 @@ static int
 fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, size_t in_bufsz, size_t out_bufsz)
 {
     const struct fuse_ctx *ctx;
-    struct fast_entry *e = NULL;
+    struct fast_entry *e;
     uint64_t counts[FAST_SLOTS];
     int generation;
 
     if (cmd != fast_cmd || !fast_cmd || in_bufsz || out_bufsz != sizeof counts || fast_held)
         return 0;
     ctx = fuse_req_ctx(req);
-    for (int i = 0; i < FAST_ENTRIES; i++)
-        if (fast[i].used && fast[i].fh == fh) {
-            e = &fast[i];
-            break;
-        }
-    if (e == NULL || e->ino != ino || e->caller != (int)ctx->pid || e->uid != (unsigned)ctx->uid
+    e = &fast[fh % FAST_ENTRIES];
+    if (!e->used || e->fh != fh || e->ino != ino || e->caller != (int)ctx->pid || e->uid != (unsigned)ctx->uid
         || e->gid != (unsigned)ctx->gid)
         return 0;
     if (fast_nwatch && poll(fast_watch_fds, (nfds_t)fast_nwatch, 0) != 0)
@@ -302,7 +307,6 @@ fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, size_t in
         return 0; /* gone: the daemon answers ESRCH */
     if (!fast_counts(e, &generation, counts) || generation < 0)
         return 0;
-    e->stamp = ++fast_stamp;
     fast_count++;
     fuse_reply_ioctl(req, generation, counts, sizeof counts);
     return 1;
@@ -414,21 +418,12 @@ bridge_fast_set(PyObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "KKiiiIIO:fast_set", &fh, &ino, &pid, &pidfd, &caller, &uid, &gid, &page))
         return NULL;
-    for (int i = 0; i < FAST_ENTRIES && e == NULL; i++)
-        if (fast[i].used && fast[i].fh == fh)
-            e = &fast[i];
-    for (int i = 0; i < FAST_ENTRIES && e == NULL; i++)
-        if (!fast[i].used)
-            e = &fast[i];
-    if (e == NULL) { /* full: the least recently used goes */
-        e = &fast[0];
-        for (int i = 1; i < FAST_ENTRIES; i++)
-            if (fast[i].stamp < e->stamp)
-                e = &fast[i];
-    }
+    e = &fast[fh % FAST_ENTRIES];
     fast_release(e);
     if (PyObject_GetBuffer(page, &e->page, PyBUF_SIMPLE) < 0)
         return NULL;
+    e->listed = fast_nused;
+    fast_used[fast_nused++] = (int)(e - fast);
     e->used = 1;
     e->fh = fh;
     e->ino = ino;
@@ -437,7 +432,6 @@ bridge_fast_set(PyObject *self, PyObject *args)
     e->caller = caller;
     e->uid = uid;
     e->gid = gid;
-    e->stamp = ++fast_stamp;
     Py_RETURN_NONE;
 }
 
@@ -449,17 +443,23 @@ bridge_fast_drop(PyObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "K|O:fast_drop", &fh, &page))
         return NULL;
-    for (int i = 0; i < FAST_ENTRIES; i++)
-        if (fast[i].used && (page == Py_None ? fast[i].fh == fh : fast[i].page.obj == page))
-            fast_release(&fast[i]);
+    if (page == Py_None) {
+        struct fast_entry *e = &fast[fh % FAST_ENTRIES];
+        if (e->used && e->fh == fh)
+            fast_release(e);
+    }
+    else
+        for (int i = fast_nused - 1; i >= 0; i--)
+            if (fast[fast_used[i]].page.obj == page)
+                fast_release(&fast[fast_used[i]]);
     Py_RETURN_NONE;
 }
 
 static PyObject *
 bridge_fast_clear(PyObject *self, PyObject *unused)
 {
-    for (int i = 0; i < FAST_ENTRIES; i++)
-        fast_release(&fast[i]);
+    while (fast_nused)
+        fast_release(&fast[fast_used[fast_nused - 1]]);
     Py_RETURN_NONE;
 }
 

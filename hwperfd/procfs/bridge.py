@@ -97,7 +97,9 @@ class FastReads:
     that caller alone, and ``clear``s every mark whenever anything the
     marks rest on may have changed; the bridge asks the daemon instead
     whenever ``fds`` (its netlink streams) have news or ``hold`` is on.
-    At most 64 files are marked; past that the least recently read goes.
+    Marks sit in a table of 1 024 slots indexed by file handle; a handle
+    that lands on a taken slot replaces that mark (its file's reads then go
+    to the daemon until it marks it again).
     """
 
     def __init__(self, cmd: int) -> None:

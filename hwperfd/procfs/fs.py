@@ -462,7 +462,7 @@ class ProcFs(pyfuse3.Operations):
             return
         if self.faults.armed(handle.pid, "PIOCGETEVCTRS") or not self._quiet(handle.pid):
             return
-        page = self.state_pages.reading_page(handle.pid, handle.start)
+        page = self.state_pages.reading_page(handle.pid, handle.start, uid)
         if page is not None:
             self.fast.mark(fh, handle.inode, handle.pid, handle.pidfd, caller, uid, gid, page)
 

@@ -40,7 +40,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DIR = "/run/hwperfd-state"
 DEFAULT_PER_USER = 256
-PRIVATE_PAGES = 64  # the daemon's own pages, for reads answered in C; least recently used go
+# The daemon's own pages, for reads answered in C: at most this many for the
+# reads of one user (root's included), then that user's least recently read
+# goes, so that nobody's reads push out another's; and at most PRIVATE_PAGES.
+PRIVATE_PER_USER = 64
+PRIVATE_PAGES = 1024
 
 # hwperfd_state_t packed by hand: construct takes a millisecond for 64 slots,
 # and a page is written after every request on its process.
@@ -77,7 +81,7 @@ class _Page:
     map: mmap.mmap
     seq: int = 0
     cpu_total: int = -1  # the process's CPU clock when last written (real clock)
-    private: bool = False  # the daemon's own, for reads it answers in C (no file, no user)
+    private: bool = False  # the daemon's own, for reads it answers in C (no file; uid: whose reads)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -192,10 +196,10 @@ class StatePages:
         self._publish(page)
         return page.path
 
-    def reading_page(self, pid: int, start: int) -> mmap.mmap | None:
+    def reading_page(self, pid: int, start: int, reader: int) -> mmap.mmap | None:
         """A page of process ``pid`` (IRIX's kernel) that reads answered in C
-        may use: the one the process asked for, else the daemon's own,
-        made if need be; None if it is not counting or pages are full."""
+        may use: the one the process asked for, else the daemon's own, made
+        if need be for the user ``reader``; None if it is not counting."""
         page = self._pages.get((id(self.kernel), pid))
         if page is None or page.start != start:
             page = self._private.pop(pid, None)
@@ -205,9 +209,12 @@ class StatePages:
             if page is None:
                 if self.kernel.snapshot(pid) is None or not self.kernel.is_counting(pid):
                     return None
-                while len(self._private) >= PRIVATE_PAGES:
+                mine = [each for each in self._private.values() if each.uid == reader]
+                if len(mine) >= PRIVATE_PER_USER:
+                    self._retire(mine[0])
+                elif len(self._private) >= PRIVATE_PAGES:
                     self._retire(next(iter(self._private.values())))
-                page = self._make_private(pid, start)
+                page = self._make_private(pid, start, reader)
             # Written now: a change to everything (publish()) passes the
             # daemon's own pages by, as no read is answered from them after
             # one until this has been called again.
@@ -218,9 +225,9 @@ class StatePages:
         flags = int.from_bytes(page.map[_BODY_OFFSET : _BODY_OFFSET + 4], "little")
         return None if flags & structs.HWPERFD_STATE_FALLBACK else page.map
 
-    def _make_private(self, pid: int, start: int) -> _Page:
+    def _make_private(self, pid: int, start: int, reader: int) -> _Page:
         kind = structs.HWPERFD_STATE_CLOCK_PROCESS if self._real else structs.HWPERFD_STATE_CLOCK_MANUAL
-        page = _Page(self.kernel, pid, start, 0, kind, "", -1, mmap.mmap(-1, _SIZE), private=True)
+        page = _Page(self.kernel, pid, start, reader, kind, "", -1, mmap.mmap(-1, _SIZE), private=True)
         self._add(page)
         return page
 

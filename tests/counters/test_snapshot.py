@@ -314,3 +314,25 @@ def test_a_page_left_mid_write_sends_readers_to_the_daemon(tmp_path):
                     f"{root}/lib/state.c", "-lpthread"], check=True)  # fmt: skip
     out = subprocess.run([str(tmp_path / "reader"), str(path)], capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout.split() == ["-1", str(errno.EAGAIN)]
+
+
+def test_the_daemons_own_pages_are_bounded_per_reader_and_never_cross_users(tmp_path):
+    """One user reading more processes than its share of the daemon's own
+    pages loses its own least recently read, never another user's."""
+    from hwperfd.procfs.statepages import PRIVATE_PER_USER
+
+    kernel, ledger = counting({0: spec_word(0, HWPERF_CNTEN_U)})
+    store = StatePages(kernel, ledger, str(tmp_path / "state"), "/mnt/x", per_user=2)
+    others = range(PID + 1, PID + 2 + PRIVATE_PER_USER)
+    for pid in others:
+        ledger.run(pid, 0)
+        kernel.enable(Caller(pid, 0, 0, pid), Proc(pid), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}))
+    roots = store.reading_page(PID, 0, 0)
+    assert roots is not None
+    for pid in others:
+        assert store.reading_page(pid, 0, 1000) is not None
+    assert store.reading_page(PID, 0, 0) is roots  # root's page is still there
+    kept = [pid for pid in others if store.reading_page(pid, 0, 1000) is not None]
+    assert len(kept) == len(others) and len(store) == 1 + PRIVATE_PER_USER
+    assert not os.listdir(store.dir)  # no file for any of them
+    store.close()
