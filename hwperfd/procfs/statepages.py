@@ -82,6 +82,7 @@ class _Page:
     seq: int = 0
     cpu_total: int = -1  # the process's CPU clock when last written (real clock)
     private: bool = False  # the daemon's own, for reads it answers in C (no file; uid: whose reads)
+    stale: bool = True  # (private) a change to everything passed it by: written again before use
 
     @property
     def key(self) -> tuple[int, int]:
@@ -215,12 +216,13 @@ class StatePages:
                 elif len(self._private) >= PRIVATE_PAGES:
                     self._retire(next(iter(self._private.values())))
                 page = self._make_private(pid, start, reader)
-            # Written now: a change to everything (publish()) passes the
-            # daemon's own pages by, as no read is answered from them after
-            # one until this has been called again.
-            self._publish(page)
-            if self._pages.get(page.key) is not page:
-                return None
+            # A change to everything (publish()) passes the daemon's own
+            # pages by, as no read is answered from them after one until
+            # this has been called again: written now if one did.
+            if page.stale:
+                self._publish(page)
+                if self._pages.get(page.key) is not page:
+                    return None
             self._private[pid] = page  # the most recently used last
         flags = int.from_bytes(page.map[_BODY_OFFSET : _BODY_OFFSET + 4], "little")
         return None if flags & structs.HWPERFD_STATE_FALLBACK else page.map
@@ -265,6 +267,8 @@ class StatePages:
 
     def _matching(self, pid: int | None, source: PageSource | None) -> list[_Page]:
         if pid is None:  # every page the processes asked for (see reading_page)
+            for page in self._private.values():
+                page.stale = True
             pages = [page for page in self._pages.values() if not page.private]
         else:
             pages = list(self._by_pid.get(pid, ()))
@@ -290,6 +294,7 @@ class StatePages:
 
     def _publish(self, page: _Page, resplit: bool = False) -> None:
         pid, source = page.pid, page.source
+        page.stale = False
         identity = source.identity(pid)
         if identity is None or (identity[0] and page.start and identity[0] != page.start):
             self.retire(pid, source)
