@@ -7,6 +7,7 @@ The command numbers are mirrored in bridge_client.c and test_bridge.py.
 """
 
 import errno
+import signal
 import stat
 import struct
 import sys
@@ -142,6 +143,10 @@ async def serve():
 
 
 def main():
+    # The bridge turns a handler's KeyboardInterrupt into SIGINT, which Python
+    # only catches if it is not ignored - as it is for a job a non-interactive
+    # shell started with &, and so for everything that job starts.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     mountpoint = sys.argv[1]
     if "--no-handler" not in sys.argv:
         bridge.install(handler)
