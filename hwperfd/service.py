@@ -370,6 +370,7 @@ def serve(args, mount: str) -> int:
     try:
         trio.run(daemon.run)
     finally:
+        daemon.fs.stop_notifications()
         pyfuse3.close(unmount=True)
         bridge.install(None)
         if daemon.fs.state_pages is not None:

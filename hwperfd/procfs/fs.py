@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import stat
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -183,9 +184,8 @@ class ProcFs(pyfuse3.Operations):
         self._started = time.time_ns()
         self._pinfo = pinfo.PinfoFiles(kernel, self._started)
         self.state_pages: statepages.StatePages | None = None  # the service's, if on
-        self.listing = Listing(
-            lambda pid: pyfuse3.invalidate_entry_async(pyfuse3.ROOT_INODE, pid_name(pid), ignore_enoent=True)
-        )
+        self._notifying = True  # until stop_notifications
+        self.listing = Listing(self._invalidate_entry)
 
     # -- names and attributes -------------------------------------------------
 
@@ -633,6 +633,26 @@ class ProcFs(pyfuse3.Operations):
                 raise commands.CommandError(f"no process {target}")
         times = 1 if len(args) == 3 else faults.ALWAYS if args[3] == "always" else commands.integer(args[3], "times")
         self.faults.arm(target, args[1], faults.parse_errno(args[2]), times)
+
+    def _invalidate_entry(self, pid: int) -> None:
+        """Drop the kernel's cached entry of ``pid`` (in pyfuse3's thread:
+        sent from a request handler it could deadlock)."""
+        if self._notifying:
+            pyfuse3.invalidate_entry_async(pyfuse3.ROOT_INODE, pid_name(pid), ignore_enoent=True)
+
+    def stop_notifications(self, timeout: float = 2.0) -> None:
+        """Before pyfuse3.close(): no more entry invalidations, and the ones
+        queued sent.  pyfuse3 sends them from a thread of its own that close()
+        does not stop, and one sent after close() fails (libfuse's session is
+        gone) with a logged traceback - or worse, races the session's end."""
+        self._notifying = False
+        queue = getattr(pyfuse3, "_notify_queue", None)
+        if queue is None:
+            return
+        queue.put(None)  # the thread's own way to end
+        for thread in threading.enumerate():
+            if thread.name.endswith("(_notify_loop)"):
+                thread.join(timeout)
 
     # -- ioctl (through the bridge) ---------------------------------------------------
 
