@@ -46,6 +46,25 @@ from structs import perfctr as perfctr_abi
 
 log = logging.getLogger(__name__)
 
+
+class _InvalidationFailures(logging.Filter):
+    """pyfuse3 logs an entry invalidation the kernel refused with a traceback
+    (its _notify_loop).  One can fail harmlessly: at shutdown, a send blocked
+    behind a look-up the daemon no longer answers returns an error once the
+    connection goes; any other time the kernel keeps the entry until its 1 s
+    timeout.  Such a record becomes one line, without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Failed to submit invalidate_entry request") and record.exc_info:
+            exc = record.exc_info[1]
+            record.msg, record.args = "%s (%s)", (record.getMessage(), exc)
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+logging.getLogger("pyfuse3").addFilter(_InvalidationFailures())
+
 #: Open process files one unprivileged user may hold at once (EAGAIN past it):
 #: each holds a pidfd in the daemon.
 MAX_HANDLES_PER_USER = 4096
@@ -640,7 +659,7 @@ class ProcFs(pyfuse3.Operations):
         if self._notifying:
             pyfuse3.invalidate_entry_async(pyfuse3.ROOT_INODE, pid_name(pid), ignore_enoent=True)
 
-    def stop_notifications(self, timeout: float = 2.0) -> None:
+    def stop_notifications(self, timeout: float = 1.0) -> None:
         """Before pyfuse3.close(): no more entry invalidations, and the ones
         queued sent.  pyfuse3 sends them from a thread of its own that close()
         does not stop, and one sent after close() fails (libfuse's session is

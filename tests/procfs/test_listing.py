@@ -72,3 +72,24 @@ def test_every_page_of_a_long_listing_comes_once_and_in_order(manual_mount):
         os.close(w)
         for pid in pids:
             os.waitpid(pid, 0)
+
+
+def test_a_refused_entry_invalidation_is_one_line_not_a_traceback(caplog):
+    """pyfuse3 logs a refused invalidation with its traceback; at shutdown one
+    can fail harmlessly, and a daemon's log must hold no traceback."""
+    import logging
+
+    import hwperfd.procfs.fs  # noqa: F401 - installs the filter
+
+    logger = logging.getLogger("pyfuse3")
+    with caplog.at_level(logging.INFO, logger="pyfuse3"):
+        try:
+            raise OSError(22, "fuse_lowlevel_notify_inval_entry returned: Invalid argument")
+        except OSError:
+            logger.exception("Failed to submit invalidate_entry request for parent inode %d, name %s", 1, b"20625")
+        logger.error("something else")
+    refused, other = caplog.records
+    assert refused.levelname == "INFO" and refused.exc_info is None
+    assert "name b'20625'" in refused.getMessage() and "Invalid argument" in refused.getMessage()
+    assert "Traceback" not in caplog.text
+    assert other.levelname == "ERROR"
