@@ -305,18 +305,7 @@ class CounterKernel:
                     )
                 generation = restore.generation
             block.start_from(restore.counts)
-        self._procs[target.pid] = _ProcessRecord(
-            target.pid,
-            block,
-            generation,
-            State.ENABLED,
-            seen,
-            target.processor % len(self.cpus),
-            start=start_of(target),
-            owner=owner_of(caller),
-            children_base=getattr(target, "children_ns", (0, 0)),
-        )
-        self._note_armed(target.pid, request)
+        self._count(target, block, generation, seen, start_of(target), owner_of(caller))
         return generation
 
     def read(self, caller: Caller, target: Task) -> tuple[int, tuple[int, ...]]:
@@ -428,20 +417,9 @@ class CounterKernel:
         if self._system is not None:
             raise CountersBusy("the counters are in use in system mode")
         record, seen, generation = self._fresh_start(target)
-        self._procs[target.pid] = _ProcessRecord(
-            target.pid,
-            ControlBlock(request),
-            generation,
-            State.ENABLED,
-            seen,
-            target.processor % len(self.cpus),
-            start=start_of(target),
-            owner=owner_of(caller),
-            children_base=getattr(target, "children_ns", (0, 0)),
-            comm=record.comm if record else "",
-            profiling=tick_signal,
-        )
-        self._note_armed(target.pid, request, tick_signal)
+        comm = record.comm if record else ""
+        block = ControlBlock(request)
+        self._count(target, block, generation, seen, start_of(target), owner_of(caller), comm, tick_signal)
         return generation
 
     def disable_profiling(self, caller: Caller, target: Task) -> None:
@@ -996,13 +974,37 @@ class CounterKernel:
         if seen is None or record.exited:
             raise NoSuchProcess(f"pid {target.pid} is gone")
         generation = record.generation + 1
-        self._procs[target.pid] = _ProcessRecord(
-            target.pid, ControlBlock(request), generation, State.ENABLED, seen, target.processor % len(self.cpus),
-            comm=record.comm, start=record.start or start_of(target), owner=record.owner,
-            children_base=getattr(target, "children_ns", (0, 0)),
-        )
-        self._note_armed(target.pid, request)
+        start = record.start or start_of(target)
+        self._count(target, ControlBlock(request), generation, seen, start, record.owner, record.comm)
         return generation
+
+    def _count(
+        self,
+        target: Task,
+        block: ControlBlock,
+        generation: int,
+        seen: CpuTimes,
+        start: int,
+        owner: tuple[int, int] | None,
+        comm: str = "",
+        profiling: int = 0,
+    ) -> None:
+        """``target`` counts under ``block`` from its CPU time ``seen`` on; the
+        children it waits for count from Linux's total for them now."""
+        self._procs[target.pid] = _ProcessRecord(
+            target.pid,
+            block,
+            generation,
+            State.ENABLED,
+            seen,
+            target.processor % len(self.cpus),
+            start=start,
+            owner=owner,
+            children_base=getattr(target, "children_ns", (0, 0)),
+            comm=comm,
+            profiling=profiling,
+        )
+        self._note_armed(target.pid, block.request, profiling)
 
     def _require_system(self) -> _SystemRecord:
         if self._system is None:
