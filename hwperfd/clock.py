@@ -111,10 +111,20 @@ class RealClock:
             if ticks is None:
                 return None
             self._ticks[pid] = (now, ticks)
+            if len(self._ticks) > self.FINALS_KEPT:
+                self._drop_stale_ticks(now)
         else:
             ticks = cached[1]
         times = processes.cpu_times_from_ticks(pid, *ticks)
         return None if times is None else (times.user_ns, times.system_ns)
+
+    def _drop_stale_ticks(self, now: int) -> None:
+        """The cache of stat's ratios holds any pid a caller named (a refused
+        request too): past its bound, entries a tick old go - they would be
+        read again anyway - except those a state page holds."""
+        stale = [p for p, (at, _) in self._ticks.items() if now - at >= processes.TICK_NS and p not in self._held]
+        for pid in stale:
+            del self._ticks[pid]
 
     def _exited_times(self, pid: int) -> CpuTimes | None:
         final = self._final[pid]

@@ -44,6 +44,8 @@ PER_USER = 1024  # contexts one unprivileged uid may hold, all services together
 class ThreadClock(Protocol):
     def thread_times(self, pid: int, tid: int) -> CpuTimes | None: ...
 
+    def forget_thread(self, tid: int) -> None: ...
+
 
 # -- what the host reports, as data ----------------------------------------------
 
@@ -270,6 +272,7 @@ class ThreadTable:
                         changed += 1
             elif isinstance(event, ProcessExited):
                 for ctx in self._of_process(event.pid):
+                    self.catch_up(ctx)  # as for one thread: its last run counts
                     self._end(ctx)
                     changed += 1
             else:
@@ -343,6 +346,7 @@ class ThreadTable:
         del per_service[ctx.service]
         if not per_service:
             del self._books.by_tid[ctx.tid]
+            self.clock.forget_thread(ctx.tid)  # nothing counts this thread any more
         if not any(other.pid == ctx.pid for other in per_service.values()):
             tids = self._books.by_pid.get(ctx.pid)
             if tids is not None:

@@ -32,6 +32,7 @@ class FakeHost:
         self.starts: dict[tuple[int, int], int] = {}
         self.times: dict[int, tuple[int, int]] = {}
         self.finals: dict[int, tuple[int, int]] = {}  # what the kernel's exit accounting said
+        self.forgotten: set[int] = set()  # threads the table told the clock to let go
 
     def spawn(self, pid: int, tid: int, start: int = 1) -> None:
         self.starts[(pid, tid)] = start
@@ -50,6 +51,9 @@ class FakeHost:
 
     def thread_times(self, pid: int, tid: int) -> tuple[int, int] | None:
         return self.times.get(tid) if (pid, tid) in self.starts else self.finals.get(tid)
+
+    def forget_thread(self, tid: int) -> None:
+        self.forgotten.add(tid)
 
 
 @pytest.fixture
@@ -211,6 +215,19 @@ def test_a_threads_last_run_is_counted_at_its_exit_from_the_clocks_last_word(hos
     host.end(10, 11)
     table.apply([ThreadExited(10, 11)])
     assert ctx.cpu.rdpmc(0) == 4 * MS and len(table) == 0
+
+
+def test_a_threads_last_run_counts_when_its_whole_process_ends_first(host, table):
+    """The process's exit record may come before the thread's own exit event."""
+    host.spawn(10, 11)
+    ctx = table.attach("perfctr", 10, 11, owner=1000)
+    ctx.cpu.program(0, CYCLES)
+    host.run(11, 3 * MS)
+    host.finals[11] = host.times[11]
+    host.end(10, 11)
+    table.apply([ProcessExited(10)])
+    assert ctx.cpu.rdpmc(0) == 3 * MS and len(table) == 0
+    assert host.forgotten == {11}  # and the clock lets the thread go
 
 
 def test_a_refused_attach_leaves_the_threads_earlier_context_in_place(host, table):
