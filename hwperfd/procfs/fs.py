@@ -90,6 +90,7 @@ PERFCTR_INODE = PCTR_INODE + 2
 
 # The control node's calls that only read (anyone may make them): they leave every
 # state page as it was, so they must not cost a rewrite of every page.
+_NODES = frozenset({PCTR_INODE, CPC_INODE, PERFCTR_INODE})  # the other personalities' nodes
 _SYSSGI_READS = frozenset({structs.HWIOC_GET_SYSCNTRS, structs.HWIOC_GET_CPUCNTRS, structs.HWIOC_GET_SYSEVCTRL})
 
 
@@ -676,9 +677,13 @@ class ProcFs(pyfuse3.Operations):
     # -- ioctl (through the bridge) ---------------------------------------------------
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
-        counter_read = cmd == structs.PIOCGETEVCTRS and not data and ino >= _PID_BASE
-        if not (counter_read or pinfo.owns(ino) or ino == pyfuse3.ROOT_INODE):
-            self.fast.clear()  # it may change what a read answered in C rests on
+        process_file = ino >= _PID_BASE and ino not in _NODES and not pinfo.owns(ino)
+        counter_read = process_file and cmd == structs.PIOCGETEVCTRS and not data
+        if (process_file and not counter_read) or (ino == CONTROL_INODE and cmd not in _SYSSGI_READS):
+            # It may change what a read answered in C rests on: IRIX's process
+            # counters, which only these two kinds of file reach (the other
+            # personalities keep contexts of their own).
+            self.fast.clear()
         if ino == PCTR_INODE:
             return self.pctr(cmd, data, pid, fh in self._writable)
         if ino == PERFCTR_INODE:
