@@ -202,7 +202,7 @@ class Daemon:
                 continue
             self.kernel.catch_up(pids)
             for ctx in contexts:
-                self.threads.catch_up(ctx)
+                self.threads.tick(ctx)
             await trio.sleep(SIGNAL_TICK)
 
     async def _refresh_pages(self) -> None:

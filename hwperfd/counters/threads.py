@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+import time
 from typing import Any, Protocol
 
 from hwperfd.counters.errors import CountersLimit
@@ -96,6 +97,9 @@ class ThreadContext:
     running: bool = True  # False: time passes uncounted (suspended, stopped)
     ran_ns: int = 0  # CPU time counted while running, for a virtual TSC
     serial: int = 0  # order of attachment: the latest inheriting context is the one copied
+    # The tick's next look (monotonic ns), valid while cpu.version is due_version.
+    due: int = 0
+    due_version: int = -1
 
 
 @dataclass
@@ -248,10 +252,26 @@ class ThreadTable:
         self.catch_up(ctx)
         ctx.running = running
 
-    def interrupting(self) -> list[ThreadContext]:
+    def interrupting(self, now: int | None = None) -> list[ThreadContext]:
         """Contexts with a counter whose overflow interrupts: the service
-        catches these up on its clock tick so their signals are not late."""
-        return [ctx for ctx in self.contexts() if ctx.running and ctx.cpu.interrupts]
+        catches these up on its clock tick so their signals are not late.
+        A context far from any overflow waits out its headroom (a thread
+        runs at most one CPU ns per wall ns), so that counters bound with
+        interrupts but nowhere near one cost no /proc reads every tick."""
+        now = time.monotonic_ns() if now is None else now
+        return [
+            ctx
+            for ctx in self.contexts()
+            if ctx.running and ctx.cpu.interrupts and (ctx.due_version != ctx.cpu.version or ctx.due <= now)
+        ]
+
+    def tick(self, ctx: ThreadContext, now: int | None = None) -> None:
+        """The tick's look at an interrupting context: catch it up, and say
+        when it next needs one."""
+        self.catch_up(ctx)
+        headroom = ctx.cpu.headroom_ns(self._profile(ctx.pid).rates)
+        ctx.due = (time.monotonic_ns() if now is None else now) + (headroom if headroom is not None else 1 << 62)
+        ctx.due_version = ctx.cpu.version
 
     # -- the host's events -------------------------------------------------------
 

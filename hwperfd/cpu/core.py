@@ -149,6 +149,7 @@ class PmuCpu:
         self.mhz = mhz
         self.tsc = Tsc(mhz)
         self._regs = [_Register(selection=decode(model, i, 0)) for i in range(model.counters)]
+        self.version = 0  # bumped by every register write: what was derived from them is stale
 
     # -- registers (wrmsr / rdmsr / rdpmc) --
 
@@ -159,6 +160,7 @@ class PmuCpu:
         reg = self._regs[self._check(counter)]
         reg.evntsel = evntsel & 0xFFFFFFFF
         reg.selection = decode(self.model, counter, reg.evntsel)
+        self.version += 1
 
     def selection(self, counter: int) -> Selection:
         """What the counter's event select makes it count (decoded when programmed)."""
@@ -178,6 +180,7 @@ class PmuCpu:
         reg.residue = Fraction(0)
         reg.reload = None if reload is None else reload % self.model.modulus
         reg.overflowed = False
+        self.version += 1
 
     def rdpmc(self, counter: int) -> int:
         """The counter as a read returns it (AMD's 48 bits read as 40)."""
@@ -195,6 +198,27 @@ class PmuCpu:
 
     def acknowledge(self, counter: int) -> None:
         self._regs[self._check(counter)].overflowed = False
+        self.version += 1
+
+    def headroom_ns(self, rates: Mapping[str, Fraction]) -> int | None:
+        """The least CPU time (ns) before a counter whose overflow interrupts
+        can overflow, at these rates (every mode it counts at its fullest);
+        0 if one is pending, None if none can.  The tick need not look at a
+        thread sooner: it runs at most one CPU ns per wall ns."""
+        least: int | None = None
+        for reg in self._regs:
+            selection = reg.selection
+            if selection is None or not selection.interrupt:
+                continue
+            if reg.overflowed:
+                return 0
+            per_ns = self.mhz / 1000 * per_cycle(selection, rates) if selection.counts else Fraction(0)
+            if not per_ns:
+                continue
+            left = (self.model.modulus - reg.value - reg.residue) / per_ns
+            ns = max(0, left.numerator // left.denominator)
+            least = ns if least is None else min(least, ns)
+        return least
 
     # -- time --
 

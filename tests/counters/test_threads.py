@@ -198,6 +198,25 @@ def test_overflow_reaches_the_service_with_the_mask(host, table):
     assert seen == [(10, 0b10)] and ctx.cpu.pending(1)
 
 
+def test_the_tick_waits_out_a_contexts_headroom_and_a_register_write_ends_the_wait(host, table):
+    """1 000 MHz and one cycle a cycle: a counter 10^9 events from its
+    overflow needs no look for a second of wall time; one 1 000 away needs
+    one after a microsecond; writing the register makes the old wait void."""
+    host.spawn(10, 10)
+    far = table.attach("perfctr", 10, 10, owner=1000)
+    far.cpu.program(0, CYCLES | X86_INT)
+    far.cpu.write(0, -(10**9))
+    assert table.interrupting(now=0) == [far]
+    table.tick(far, now=0)
+    assert table.interrupting(now=10_000_000) == []  # 10 ms later: still far
+    assert table.interrupting(now=10**9) == [far]
+    far.cpu.write(0, -1000)
+    assert table.interrupting(now=10_000_000) == [far]
+    table.tick(far, now=10_000_000)
+    assert table.interrupting(now=10_000_000) == []
+    assert table.interrupting(now=10_000_000 + 1000) == [far]
+
+
 def test_a_gone_thread_is_swept_and_catch_up_says_so(host, table):
     host.spawn(10, 10)
     ctx = table.attach("cpc", 10, 10, owner=1000)
