@@ -128,6 +128,7 @@ class Handle:
     gid: int = 0
     opener: int = 0
     text: bytes | None = None  # the rendering this reader is part way through
+    charged: int = 0  # the unprivileged uid whose MAX_HANDLES_PER_USER it counts against
 
     @property
     def key(self) -> tuple[int, int]:
@@ -327,6 +328,11 @@ class ProcFs(pyfuse3.Operations):
         # Ownership and mode are enforced by the kernel (default_permissions).
         if inode == pyfuse3.ROOT_INODE or inode == pinfo.DIR_INODE:
             raise pyfuse3.FUSEError(errno.EISDIR)
+        if ctx.uid and self._per_user[ctx.uid] >= MAX_HANDLES_PER_USER:
+            # Every open file counts: a node's holds a personality's state too
+            # (a perfctr unlinked but still open keeps its counters).
+            log.info("uid %d holds %d files of the mount: open refused", ctx.uid, MAX_HANDLES_PER_USER)
+            raise pyfuse3.FUSEError(errno.EAGAIN)
         if pinfo.owns(inode):
             self._pinfo.attrs(inode)  # ENOENT if the process is gone
             handle = Handle(inode)
@@ -335,6 +341,9 @@ class ProcFs(pyfuse3.Operations):
         else:
             # Fresh facts, whatever owner a listing let the kernel check against.
             handle = self._open_process(inode, ctx)
+        if ctx.uid:
+            self._per_user[ctx.uid] += 1
+            handle.charged = ctx.uid
         fh = self._next_fh
         self._next_fh += 1
         self._handles[fh] = handle
@@ -349,14 +358,9 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT)
         if not self._may_read(ctx.uid, ctx.gid, ctx.pid, info):
             raise pyfuse3.FUSEError(errno.EACCES)
-        if ctx.uid and self._per_user[ctx.uid] >= MAX_HANDLES_PER_USER:
-            log.info("uid %d holds %d process files: open refused", ctx.uid, MAX_HANDLES_PER_USER)
-            raise pyfuse3.FUSEError(errno.EAGAIN)
         pidfd = processes.open_pidfd(pid, info.start)
         if pidfd is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
-        if ctx.uid:
-            self._per_user[ctx.uid] += 1
         self._open_files[(pid, info.start)] += 1
         return Handle(inode, pid, info.start, pidfd, ctx.uid, ctx.gid, ctx.pid)
 
@@ -555,12 +559,12 @@ class ProcFs(pyfuse3.Operations):
             self.cpc.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
             self.changed()
         self._hold(handle, None)
+        if handle.charged:
+            self._per_user[handle.charged] -= 1
+            if not self._per_user[handle.charged]:
+                del self._per_user[handle.charged]
         if handle.pidfd >= 0:
             os.close(handle.pidfd)
-            if handle.uid:
-                self._per_user[handle.uid] -= 1
-                if not self._per_user[handle.uid]:
-                    del self._per_user[handle.uid]
             self._open_files[handle.key] -= 1
             if self._open_files[handle.key] <= 0:
                 del self._open_files[handle.key]

@@ -232,12 +232,14 @@ HOARD = """
 import errno, os, resource, sys
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-path = os.path.join(os.environ["HWPERFD_MOUNT"], "%05d" % os.getpid())
+node = sys.argv[2] if len(sys.argv) > 2 else None
+path = os.path.join(os.environ["HWPERFD_MOUNT"], node or "%05d" % os.getpid())
 fds, refused = [], None
 while len(fds) < int(sys.argv[1]):
     try:
         fds.append(os.open(path, os.O_RDONLY))
-        os.read(fds[-1], 4096)
+        if node is None:
+            os.read(fds[-1], 4096)
     except OSError as exc:
         refused = errno.errorcode[exc.errno]
         break
@@ -266,6 +268,20 @@ def test_open_files_per_user_are_capped_and_their_text_is_shared(nobody, manual_
     assert (int(held), refused) == (MAX_HANDLES_PER_USER, "EAGAIN")
     grown = daemon_rss_kib(manual_mount) - before
     assert grown < 16 * 1024, f"daemon grew {grown} KiB for {held} handles"
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == "reopened\n"
+
+
+def test_open_files_of_a_personalitys_node_count_against_the_same_cap(nobody, manual_mount):
+    """A perfctr node's file can hold a vperfctr after UNLINK: every open file counts."""
+    from hwperfd.procfs.fs import MAX_HANDLES_PER_USER
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < MAX_HANDLES_PER_USER + 100:
+        pytest.skip("RLIMIT_NOFILE too small to reach the cap")
+    proc = nobody(HOARD, str(MAX_HANDLES_PER_USER + 50), "perfctr")
+    held, refused = proc.stdout.readline().split()
+    assert (int(held), refused) == (MAX_HANDLES_PER_USER, "EAGAIN")
     proc.stdin.write("\n")
     proc.stdin.flush()
     assert proc.stdout.readline() == "reopened\n"
