@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 SERVICE = "perfctr"  # its name in the per-thread contexts
 GLOBAL_SERVICE = "perfctr-global"  # global mode's name in the reservation
-VIRTUAL_SERVICE = "perfctr-virtual"  # what global mode is told while vperfctrs exist
+VIRTUAL_SERVICE = "perfctr-virtual"  # the reservation's holder while any vperfctr exists
 MIN_INTERVAL_USEC = 10000  # gperfctr_start: a sampling interval below 10 ms is EINVAL
 #: si_value of an overflow signal the daemon queues: this tag in the high 32
 #: bits, the overflown-counter mask in the low 32 (libperfctr re-raises it
@@ -310,12 +310,23 @@ class Virtual:
         if perfctr.ctx is None and perfctr.exited is None and perfctr.handles <= 0 and not perfctr.freed:
             perfctr.freed = True
             self.live -= 1
+            if not self.live:
+                self.cpus.reservation.release(VIRTUAL_SERVICE)
 
     def create(self, task: tasks.Task, uid: int) -> Vperfctr:
+        # virtual.c's inc_nrctrs: the first vperfctr takes the machine's
+        # reservation for all of them, the last one freed gives it back.
+        holder = self.cpus.reservation.reserve(VIRTUAL_SERVICE)
+        if holder is not None:
+            raise Busy(f"hardware taken by '{holder}'")
         try:
             ctx = self.threads.attach(SERVICE, task.tgid, task.tid, uid)
-        except LookupError:
-            raise NoSuchThread(f"no thread {task.tid}") from None
+        except BaseException as exc:
+            if not self.live:
+                self.cpus.reservation.release(VIRTUAL_SERVICE)
+            if isinstance(exc, LookupError):
+                raise NoSuchThread(f"no thread {task.tid}") from None
+            raise
         perfctr = Vperfctr(ctx, ctx.cpu, task)
         ctx.data = perfctr
         self.live += 1
@@ -431,9 +442,7 @@ class GlobalPerfctr:
         if interval_usec and interval_usec < MIN_INTERVAL_USEC:
             raise BadCpu(f"a sampling interval of {interval_usec} us is below {MIN_INTERVAL_USEC}")
         if self.nr_active > 0 and not self.ours:
-            self._virtual.reap()
-            if self._virtual.live:
-                raise Busy(f"hardware taken by '{VIRTUAL_SERVICE}'")
+            self._virtual.reap()  # vperfctrs of threads gone give the reservation back
             holder = self.cpus.reservation.reserve(GLOBAL_SERVICE)
             if holder is not None:
                 raise Busy(f"hardware taken by '{holder}'")
@@ -581,8 +590,6 @@ class PerfctrDevice:
         stopped under the caller's ptrace."""
         if creat and not self.supported:
             raise UnknownCall(f"the {self.cpus.model.name} has no perfctr counters")
-        if creat and self.globl.ours:
-            raise Busy(f"hardware taken by '{GLOBAL_SERVICE}'")
         tid = target or caller
         task = tasks.read_task(tid)
         if task is None:

@@ -365,6 +365,31 @@ def test_global_start_is_ebusy_while_vperfctrs_exist(intel, gfd, vp):
     assert exc.value.errno == errno.EBUSY
 
 
+def test_vperfctrs_hold_the_machines_reservation_as_virtual_c_does(intel):
+    """The first vperfctr reserves the hardware, the last one freed gives it
+    back; while pctr or IRIX system mode holds it, none can be made."""
+    intel.control("reserve irix-system-mode")
+    try:
+        with pytest.raises(OSError) as exc:
+            Vperfctr(intel)
+        assert exc.value.errno == errno.EBUSY
+    finally:
+        intel.control("release irix-system-mode")
+    v = Vperfctr(intel)
+    try:
+        assert "hardware reserved by perfctr-virtual" in (intel.path / "control").read_text()
+        pctr = os.open(intel.path / "pctr", os.O_WRONLY)
+        try:
+            with pytest.raises(OSError) as exc:
+                fcntl.ioctl(pctr, PCIOCS[0], struct.pack("I", CYCLES | USR | EN))
+            assert exc.value.errno == errno.EBUSY
+        finally:
+            os.close(pctr)
+    finally:
+        v.close()
+    assert "hardware reserved by nobody" in (intel.path / "control").read_text()
+
+
 NOBODY_GLOBAL = """
 import errno, fcntl, os, sys
 sys.path.insert(0, sys.argv[1])
