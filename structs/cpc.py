@@ -10,7 +10,11 @@ carries the errno and subcode (the kernel's ``&subcode`` out-argument) in
 the struct: the ioctl itself succeeds whenever the daemon understood it.
 """
 
-from construct import Array, Bytes, Int32sl, Int32ul, Int64sl, Int64ul, PaddedString, Struct
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from construct import Array, Bytes, Container, Int32sl, Int32ul, Int64sl, Int64ul, ListContainer, PaddedString, Struct
 
 from structs.procfs import _IOWR
 
@@ -92,6 +96,24 @@ cpc_io_head = Struct(
     "ci_data" / Array(HWPERFD_CPC_MAXREQS, Int64ul),
 )
 cpc_io = Struct(*cpc_io_head.subcons, "ci_req" / Array(HWPERFD_CPC_MAXREQS, cpc_req))
+
+# The same header as struct packs it: every cpc call reads and answers it, and
+# construct takes 30-50 us a way (tests/cpc check the two agree).
+_HEAD_PACK = struct.Struct(f"<iiIIqqiIQqQ{HWPERFD_CPC_MAXREQS}Q")
+_HEAD_NAMES = [sub.name for sub in cpc_io_head.subcons]
+
+
+def parse_head(data: bytes) -> Container:
+    """``cpc_io_head.parse`` in about a microsecond."""
+    values = _HEAD_PACK.unpack_from(data)
+    head = Container(zip(_HEAD_NAMES[:-1], values[:-HWPERFD_CPC_MAXREQS]))
+    head.ci_data = ListContainer(values[-HWPERFD_CPC_MAXREQS:])
+    return head
+
+
+def build_head(head: Mapping[str, Any]) -> bytes:
+    """``cpc_io_head.build`` in about a microsecond."""
+    return _HEAD_PACK.pack(*(head[name] for name in _HEAD_NAMES[:-1]), *head["ci_data"])
 CPC_IO_HEAD_SIZE = cpc_io_head.sizeof()  # 128
 CPC_IO_SIZE = cpc_io.sizeof()  # 3328
 CPC_REQ_SIZE = cpc_req.sizeof()  # 400

@@ -193,7 +193,7 @@ class CpcDevice:
         if len(data) < abi.CPC_IO_SIZE:
             raise OSError(errno.EINVAL, "short hwperfd_cpc_io")
         head = abi.CPC_IO_HEAD_SIZE
-        io = abi.cpc_io_head.parse(data[:head])
+        io = abi.parse_head(data)
         io.ci_req = []
         if cmd == abi.HWPERFD_CPCIO_BIND and 0 < io.ci_nreqs <= abi.HWPERFD_CPC_MAXREQS:
             try:  # only the requests the set has (_requests refuses other counts)
@@ -207,7 +207,7 @@ class CpcDevice:
             io.ci_error, io.ci_subcode = ERRNO[type(exc)], exc.subcode
         except OverflowError:
             io.ci_error = errno.EINVAL
-        return 0, abi.cpc_io_head.build(io) + data[head : abi.CPC_IO_SIZE]
+        return 0, abi.build_head(io) + data[head : abi.CPC_IO_SIZE]
 
     # -- binding ------------------------------------------------------------------
 

@@ -706,8 +706,9 @@ class ProcFs(pyfuse3.Operations):
         if ino == CPC_INODE:
             self._catch_up_events(None)
             reply = self.cpc(cmd, data, Caller(pid, uid, gid, fh))
+            if cmd in (cpc_abi.HWPERFD_CPCIO_BIND, cpc_abi.HWPERFD_CPCIO_RELE):
+                self._version += 1  # the node's text shows the CPU bindings (no mark of IRIX's reads moves)
             if cmd != cpc_abi.HWPERFD_CPCIO_SAMPLE:  # a sample binds and arms nothing
-                self.changed()  # the node's page shows the bindings
                 self._on_controls_changed()  # a bind may arm overflow interrupts: the tick looks again
             return reply
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)

@@ -48,3 +48,15 @@ def test_the_headers_match_the_transport_and_constants(tmp_path: Path):
             assert int(value) == offsets[name], name
         else:
             assert int(value) == getattr(abi, name), name
+
+
+def test_the_header_packed_by_hand_is_the_construct_definitions():
+    """Every call reads and answers the 128-byte head through struct: it
+    must say what structs/cpc.py's construct definition says, both ways."""
+    import os
+
+    for _ in range(200):
+        raw = os.urandom(abi.CPC_IO_HEAD_SIZE)
+        fast, slow = abi.parse_head(raw), abi.cpc_io_head.parse(raw)
+        assert {k: fast[k] for k in slow if not k.startswith("_")} == {k: slow[k] for k in slow if not k.startswith("_")}
+        assert abi.build_head(fast) == abi.cpc_io_head.build(slow) == raw
