@@ -105,6 +105,7 @@ class LwpBinding:
     binder: int  # tid of the thread that bound it (itself for curlwp)
     pctx: bool  # bound by another process (cpc_bind_pctx)
     seen0: int  # the thread's CPU ns at bind, for the virtual tick
+    gid: int = 0  # the binder's gid: with ctx.owner, who must still be allowed after an exec
 
 
 @dataclass
@@ -292,7 +293,7 @@ class CpcDevice:
         except CountersLimit as exc:
             raise Unavailable(str(exc)) from None
         self._exited.pop((pid, tid), None)
-        ctx.data = LwpBinding(bset, caller.tid, pctx, ctx.ran_ns)
+        ctx.data = LwpBinding(bset, caller.tid, pctx, ctx.ran_ns, caller.gid)
         bset.start(ctx.cpu)
 
     def _lwp_target(self, io: Any, caller: Caller) -> tuple[int, int, bool]:
@@ -536,8 +537,13 @@ class CpcDevice:
 
     def _on_exec(self, ctx: ThreadContext) -> bool:
         """exec(2) ends the counters the LWP bound for itself (the new image
-        never bound them); another process's binding (cputrack -e) stays."""
-        return isinstance(ctx.data, LwpBinding) and ctx.data.pctx
+        never bound them); another process's binding (cputrack -e) stays,
+        while its binder may still control the process: a setuid image ends
+        it, so what the privileged image ran never reaches the binder."""
+        binding = ctx.data
+        if not isinstance(binding, LwpBinding) or not binding.pctx:
+            return False
+        return self._may_control(ctx.owner, binding.gid, binding.binder, ctx.pid)
 
     def _on_exit(self, ctx: ThreadContext) -> None:
         binding = ctx.data

@@ -185,3 +185,41 @@ def test_cputrack_refuses_a_name_that_only_begins_with_a_number(sparc):
                           capture_output=True, text=True, env=sparc.env(), timeout=TIMEOUT)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.startswith("cputrack: pic0 cannot measure event '0xcjunk' on this cpu\n")
+
+
+SETUID_TRUE = r"""
+#define _GNU_SOURCE
+#include <unistd.h>
+int main(void) { int failed = setresuid(0, 0, 0) != 0; usleep(1000000); return failed; }
+"""
+
+
+def test_a_setuid_exec_ends_another_users_pctx_binding(sparc, nobody_python, shared_tmp):
+    """cputrack -e as nobody follows a plain exec to the exit, but counting
+    ends at the exec of a setuid program: what the privileged image ran
+    never reaches the unprivileged binder."""
+    folder = shared_tmp / "cpc-setuid"
+    folder.mkdir(exist_ok=True)
+    os.chmod(folder, 0o755)
+    program = folder / "setuid_true"
+    (folder / "setuid_true.c").write_text(SETUID_TRUE)
+    subprocess.run(["cc", "-o", str(program), str(folder / "setuid_true.c")], check=True)
+    os.chown(program, 0, 0)
+    os.chmod(program, 0o4755)
+    interpreter, env = nobody_python
+    env = {**env, "HWPERFD_MOUNT": str(sparc.path)}
+    rows = {}
+    for name, image in (("plain", "/bin/sleep 0.3"), ("setuid", f"{program}")):
+        done = subprocess.run([*NOBODY, interpreter, "-m", "hwperfd.cpc.tools", "cputrack", "-e",
+                               "-T", "0.1", "-c", "Cycle_cnt", "sh", "-c", f"sleep 0.3; exec {image}"],
+                              capture_output=True, text=True, env=env, timeout=TIMEOUT, cwd="/")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rows[name] = [r for r in done.stdout.splitlines() if len(r.split()) > 2]
+    assert rows["plain"][-1].split()[2] == "exit"
+    assert [r for r in rows["plain"] if r.split()[2:3] == ["exec"]]
+    # The binding ends at the setuid exec: reported as the LWP's end, with
+    # the old image's counts, long before the new image's second is over
+    # (before, it counted on through that second).
+    assert not [r for r in rows["setuid"] if r.split()[2:3] == ["exec"]], rows["setuid"]
+    last = rows["setuid"][-1].split()
+    assert last[2] == "exit" and float(last[0]) < 0.9, rows["setuid"]
