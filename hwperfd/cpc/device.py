@@ -553,7 +553,10 @@ class CpcDevice:
             self.threads.catch_up(ctx)
         binding.set.sync(ctx.cpu)
         if len(self._exited) >= MAX_EXITED:
-            self._exited.pop(next(iter(self._exited)))
+            # The binder's own oldest goes first: one user's short-lived LWPs
+            # never push out another's values.
+            mine = next((key for key, (owner, *_) in self._exited.items() if owner == ctx.owner), None)
+            self._exited.pop(mine if mine is not None else next(iter(self._exited)))
         self._exited[(ctx.pid, ctx.tid)] = (ctx.owner, list(binding.set.values), self._tick(ctx.ran_ns - binding.seen0))
 
     def _catch_up_cpu(self, cpu: int) -> None:
