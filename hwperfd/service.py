@@ -47,7 +47,7 @@ SWEEP_INTERVAL = 60.0  # with them: the sweep is only a safety net
 SWEEP_LIMIT = 2000
 ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 MAX_ZOMBIE_INTERVAL = 1.0
-SIGNAL_TICK = 0.01  # the IRIX clock tick: overflow signals are timely to it
+MIN_TICK_NS = 100_000  # the overflow tick's shortest sleep
 LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
 PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (real clock)
 
@@ -74,7 +74,8 @@ class Daemon:
         self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
         self.signals = SignalSender()
         self.kernel = CounterKernel(
-            self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe, gone=self._gone
+            self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe, gone=self._gone,
+            cancel=self.signals.cancel,
         )
         self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
         # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
@@ -191,19 +192,24 @@ class Daemon:
             self.swept = (checked, time.thread_time_ns() - began)
 
     async def _tick(self) -> None:
-        """Catch up processes that asked for overflow signals, every clock tick
-        while there are any; otherwise sleep until a request changes controls."""
+        """Catch up what may raise overflow signals when each is due: no
+        sooner than its nearest overflow could come (its headroom at the
+        fullest rate), so the look lands on the overflow, and an idle
+        counting process costs nothing until then.  Sleeps until the soonest
+        is due, or a request changes controls."""
         while True:
-            pids = self.kernel.signalling()
-            contexts = self.threads.interrupting()
-            if not pids and not contexts:
-                self._controls_changed = trio.Event()
+            now = time.monotonic_ns()
+            self.kernel.tick(self.kernel.signalling(now), now)
+            for ctx in self.threads.interrupting(now):
+                self.threads.tick(ctx, now)
+            dues = [due for due in (self.kernel.next_due(now), self.threads.next_due()) if due is not None]
+            self._controls_changed = trio.Event()
+            if not dues:
                 await self._controls_changed.wait()
                 continue
-            self.kernel.catch_up(pids)
-            for ctx in contexts:
-                self.threads.tick(ctx)
-            await trio.sleep(SIGNAL_TICK)
+            wait = max(min(dues) - time.monotonic_ns(), MIN_TICK_NS)
+            with trio.move_on_after(wait / 1e9):
+                await self._controls_changed.wait()
 
     async def _refresh_pages(self) -> None:
         """State pages follow stat's user:system ratio at this pace."""

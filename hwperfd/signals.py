@@ -1,9 +1,13 @@
-"""Overflow signals, delivered one at a time so none is lost.
+"""Overflow signals, sent as the kernel sends them at the overflow interrupt.
 
-Signals 1..32 are standard signals and do not queue: sending a second while
-the first is still pending merges them.  The kernel model reports how many
-overflows happened; this sender keeps a count per process and signal and
-sends the next one only once the target has taken the previous.
+Standard signals (below SIGRTMIN) do not queue: an overflow whose signal is
+still pending at the target merges with it, as on IRIX, where the kernel
+sent the signal while servicing the interrupt; nothing is kept to send
+later.  Real-time signals queue: the sender keeps a count per process and
+signal and sends the next once the target has taken the previous (so none
+is lost to the daemon's own pace).  Whatever is owed for a signal ends when
+the counters that raise it do (``cancel``: a release, or a control with
+another signal).
 
 A process is its pid and its start time: every signal goes through a pidfd
 opened on that process, so none can reach a later process that reuses the
@@ -158,9 +162,10 @@ class SignalSender:
         elif not target.owed.get(owed.signal):
             target.caught_only.add(owed.signal)
         total = target.owed.get(owed.signal, 0) + owed.count
-        if total > MAX_OWED:
-            self.merged += total - MAX_OWED
-            total = MAX_OWED
+        bound = MAX_OWED if _queues(owed.signal) else 1
+        if total > bound:
+            self.merged += total - bound
+            total = bound
         target.owed[owed.signal] = total
         target.next_look, target.backoff = 0.0, MIN_POLL
         self._wakeup.set()
@@ -170,6 +175,16 @@ class SignalSender:
             if key[2] == tid:
                 return self._targets[key].owed.get(sig, 0)
         return 0
+
+    def cancel(self, pid: int, sig: int) -> None:
+        """The counters that raised ``sig`` for ``pid`` (or its threads) were
+        released or now raise another: nothing more of it is sent."""
+        for key in list(self._by_pid.get(pid, ())):
+            target = self._targets[key]
+            count = target.owed.pop(sig, 0)
+            self.dropped += count
+            if not target.owed:
+                self._forget_target(target)
 
     def forget(self, pid: int) -> None:
         """The process at ``pid`` is gone: what it and its threads were owed
@@ -260,6 +275,9 @@ class SignalSender:
                     self.dropped += count
                     continue
                 if status.pending & bit:
+                    if not _queues(sig):
+                        del target.owed[sig]  # a standard signal does not queue: merged with the pending one
+                        self.merged += count
                     continue
                 try:
                     signal.pidfd_send_signal(target.pidfd, sig)
@@ -288,6 +306,11 @@ class SignalSender:
                 target.backoff = min(target.backoff * 2, MAX_BACKOFF)
                 target.next_look = now + target.backoff
         return progressed
+
+
+def _queues(sig: int) -> bool:
+    """Real-time signals queue; standard ones merge while pending."""
+    return sig >= signal.SIGRTMIN
 
 
 def _open_any(pid: int) -> int | None:

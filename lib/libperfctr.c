@@ -105,6 +105,19 @@ static void interpose(int sig)
 
 /* -- raw descriptors -------------------------------------------------------- */
 
+/* A call on the thread's own vperfctr answers EINTR when an overflow signal
+   it has not handled yet came first: the handler ran as the call returned,
+   and the call is made again (the daemon lets the retry take effect). */
+static int vioctl(int fd, unsigned long cmd, const void *arg)
+{
+    int r;
+
+    do
+	r = ioctl(fd, cmd, arg);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
 static int attach(int tid, int creat)
 {
     struct hwperfd_vperfctr_attach request;
@@ -132,7 +145,7 @@ static int control_fd(int fd, const struct vperfctr_control *control, int local)
 {
     if (local && control->cpu_control.nrictrs && control->si_signo)
 	interpose(control->si_signo);
-    return ioctl(fd, VPERFCTR_CONTROL, control);
+    return vioctl(fd, VPERFCTR_CONTROL, control);
 }
 
 int _vperfctr_control(int fd, const struct vperfctr_control *control)
@@ -142,12 +155,12 @@ int _vperfctr_control(int fd, const struct vperfctr_control *control)
 
 int _vperfctr_read_control(int fd, struct vperfctr_control *control)
 {
-    return ioctl(fd, VPERFCTR_READ_CONTROL, control);
+    return vioctl(fd, VPERFCTR_READ_CONTROL, control);
 }
 
 int _vperfctr_read_sum(int fd, struct perfctr_sum_ctrs *sum)
 {
-    return ioctl(fd, VPERFCTR_READ_SUM, sum);
+    return vioctl(fd, VPERFCTR_READ_SUM, sum);
 }
 
 /* -- library objects -------------------------------------------------------- */
@@ -223,7 +236,7 @@ static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mod
     {
 	int saved = errno;
 	if (creat)
-	    ioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
+	    vioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
 	close(perfctr->fd);
 	errno = saved;
     }
@@ -299,7 +312,7 @@ static int read_own_state(const struct vperfctr *self, struct hwperfd_vperfctr_s
 	return 0;
     if (self->page.page != NULL)
 	hwperfd_state_before_ioctl((struct hwperfd_state_reader *)&self->page);
-    return ioctl(self->fd, VPERFCTR_READ_STATE, state);
+    return vioctl(self->fd, VPERFCTR_READ_STATE, state);
 }
 
 unsigned long long vperfctr_read_tsc(const struct vperfctr *self)
@@ -359,7 +372,7 @@ int vperfctr_stop(const struct vperfctr *perfctr)
     struct vperfctr_control control;
 
     memset(&control, 0, sizeof control);
-    return ioctl(perfctr->fd, VPERFCTR_CONTROL, &control);
+    return vioctl(perfctr->fd, VPERFCTR_CONTROL, &control);
 }
 
 int vperfctr_is_running(const struct vperfctr *perfctr)
@@ -373,12 +386,12 @@ int vperfctr_is_running(const struct vperfctr *perfctr)
 
 int vperfctr_iresume(const struct vperfctr *perfctr)
 {
-    return ioctl(perfctr->fd, VPERFCTR_IRESUME, NULL);
+    return vioctl(perfctr->fd, VPERFCTR_IRESUME, NULL);
 }
 
 int vperfctr_unlink(const struct vperfctr *perfctr)
 {
-    return ioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
+    return vioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
 }
 
 void vperfctr_close(struct vperfctr *perfctr)

@@ -86,9 +86,31 @@ class ControlBlock:
                 self._saved[slot] = hw.save()
                 self.counts[slot] += burst.events
                 self.active_ns[slot] += ns
-                if threshold:
+                if threshold and self.request.controls[slot].ie:
+                    # Bit 4 "specifies whether overflows for the specified
+                    # event will generate interrupts or not" (r10k_counters(5)).
                     signalled += burst.overflows
         return signalled
+
+    def headroom_ns(self, cpu: Cpu, profile: WorkloadProfile) -> int | None:
+        """The least CPU time (ns) before a slot whose overflow interrupts can
+        overflow, each counting at its event's rate on every cycle (as if it
+        had its counter to itself, in every mode); None if none can."""
+        least: int | None = None
+        for counter in range(COUNTERS_PER_CPU):
+            for slot in self.request.on_counter(counter):
+                control = self.request.controls[slot]
+                if not self.request.thresholds[slot] or not control.ie:
+                    continue
+                event = cpu.type.events.on_counter(counter, control.event)
+                rate = profile.rate(event.kind) if event is not None else 0
+                if not rate:
+                    continue
+                saved = self._saved[slot]
+                left = (OVERFLOW_BIT - saved.value - saved.residue) / (cpu.mhz / 1000 * rate)
+                ns = max(0, left.numerator // left.denominator)
+                least = ns if least is None else min(least, ns)
+        return least
 
     def preset(self, slot: int) -> None:
         """Arm a slot's register so its first overflow comes after ``threshold`` events."""

@@ -14,6 +14,7 @@ model runs the same under the host's real clock and under a manual clock.
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
@@ -110,6 +111,10 @@ class Restore:
             raise InvalidRequest("saved counts have 32 slots")
         if not self.empty and request.kernel_mode:
             raise InvalidRequest("saved counts can be restored only into a process's user-mode counters")
+
+
+SIGNAL_TICK_NS = 10_000_000  # the IRIX clock tick
+MIN_WAIT_NS = 100_000  # the least wait between two looks at one signalling process
 
 
 class State(enum.Enum):
@@ -256,17 +261,21 @@ class CounterKernel:
         is_running: Callable[[int], bool] = lambda pid: False,
         signal: Callable[[Signal], None] = lambda owed: None,
         gone: Callable[[int], None] = lambda pid: None,
+        cancel: Callable[[int, int], None] = lambda pid, sig: None,
     ) -> None:
         self.cpus = cpus
         self.time = time
         self._is_running = is_running
         self._signal = signal
         self._gone = gone  # a process's state went: whatever it was owed goes too
+        self._cancel = cancel  # (pid, signal): its counters no longer raise it; what is owed of it goes
         self._procs: dict[int, _ProcessRecord] = {}
         # Pids given a request that can raise overflow signals, in that order:
         # signalling() looks at these, not at every record (it runs after every
         # request that changes controls, and 10 000 processes may be counting).
-        self._armed: dict[int, None] = {}
+        # Each maps to when it next needs a look (monotonic ns; 0: now).
+        self._armed: dict[int, int] = {}
+        self.host_cpus = os.cpu_count() or 1  # a process's CPU time runs this much faster than the wall at most
         self._profiles: dict[int, WorkloadProfile] = {}
         self._system: _SystemRecord | None = None
         self._system_generation = 0
@@ -347,6 +356,7 @@ class CounterKernel:
             raise InvalidRequest("kernel mode needs system mode: release and acquire with PIOCENEVCTRS")
         if record.generation >= INT_MAX:
             raise InvalidRequest(f"pid {target.pid} has used up its generations")
+        self._end_signals(record, request.signal)
         self._catch_up(record)
         if record.owner is not None and owner_of(caller) != record.owner:
             record.owner = owner_of(caller)
@@ -373,6 +383,7 @@ class CounterKernel:
             return
         if record is None or record.state is State.RELEASED:
             raise self._not_in_use(target.pid)
+        self._end_signals(record)
         self._catch_up(record)
         record.state = State.RELEASED
         record.profiling, record.suspended = 0, False
@@ -840,24 +851,54 @@ class CounterKernel:
         if self._system is not None:
             self._catch_up_system(self._system)
 
-    def signalling(self) -> list[int]:
-        """Pids whose counters may raise overflow signals: they need timely catch-up."""
+    def signalling(self, now: int | None = None) -> list[int]:
+        """Pids whose counters may raise overflow signals: they need timely
+        catch-up.  With ``now``, only those due a look by then (``tick``)."""
         pids = []
-        for pid in list(self._armed):
+        for pid, due in list(self._armed.items()):
             r = self._procs.get(pid)
             if r is not None and r.state is State.ENABLED and _arms_signals(r.block.request, r.profiling):
-                if not r.suspended:
+                if not r.suspended and (now is None or due <= now):
                     pids.append(pid)
             else:
                 # Every way back to counting with signals (enable, set_control,
                 # a restart, a fork) notes the pid again.
                 del self._armed[pid]
+        target = self._system_signal_target()
+        if target is not None and target not in pids:
+            pids.append(target)  # catch_up() brings system mode up to date too
+        return pids
+
+    def tick(self, pids: Iterable[int], now: int) -> None:
+        """The clock's look at processes that signal: catch each up, and note
+        when it next needs one - not before its nearest overflow could come
+        (a process runs at most one CPU ns per wall ns on each of its threads,
+        so the headroom is divided among the host's CPUs)."""
+        for pid in pids:
+            record = self._procs.get(pid)
+            if record is None:
+                continue
+            self._catch_up(record)
+            if pid in self._armed:
+                headroom = record.block.headroom_ns(self.cpus[record.cpu], self.profile(pid))
+                wait = 1 << 62 if headroom is None else max(headroom // self.host_cpus, MIN_WAIT_NS)
+                self._armed[pid] = now + wait
+        if self._system is not None:
+            self._catch_up_system(self._system)
+
+    def next_due(self, now: int) -> int | None:
+        """When the soonest signalling process needs a look (None: none does);
+        system mode, whose CPUs are not timed apart, every IRIX clock tick."""
+        dues = [due for pid, due in self._armed.items() if (r := self._procs.get(pid)) is not None and not r.suspended]
+        if self._system_signal_target() is not None:
+            dues.append(now + SIGNAL_TICK_NS)
+        return min(dues, default=None)
+
+    def _system_signal_target(self) -> int | None:
         system = self._system
         if system is not None and system.request.signal and any(system.request.thresholds):
-            target = system.owner if system.owner is not None else system.signal_to
-            if target is not None and target not in pids:
-                pids.append(target)  # catch_up() brings system mode up to date too
-        return pids
+            return system.owner if system.owner is not None else system.signal_to
+        return None
 
     # -- internals -----------------------------------------------------------
 
@@ -876,9 +917,17 @@ class CounterKernel:
             raise InvalidRequest(f"pid {target.pid} has used up its generations")
         return record, seen, generation
 
+    def _end_signals(self, record: _ProcessRecord, keep: int = 0) -> None:
+        """The counters stop raising their signals (a release, or a control
+        with another signal): what is still owed of them is not sent.  What
+        the catch-up that follows finds was raised before, and goes."""
+        for sig in (record.block.request.signal, record.profiling):
+            if sig and sig != keep:
+                self._cancel(record.pid, sig)
+
     def _note_armed(self, pid: int, request: CounterRequest, profiling: int = 0) -> None:
         if _arms_signals(request, profiling):
-            self._armed[pid] = None
+            self._armed[pid] = 0
 
     def _catch_up(self, record: _ProcessRecord, now: CpuTimes | None = None) -> None:
         if now is None:

@@ -40,6 +40,7 @@ from hwperfd.cpu.profiles import WorkloadProfile
 
 CpuTimes = tuple[int, int]
 PER_USER = 1024  # contexts one unprivileged uid may hold, all services together
+MIN_WAIT_NS = 100_000  # a look finds an overflow still pending (its service has not taken it): not sooner again
 
 
 class ThreadClock(Protocol):
@@ -178,9 +179,8 @@ class ThreadTable:
         if old is not None:
             self._drop(old)
         self._serial += 1
-        ctx = ThreadContext(
-            service, pid, tid, start, owner, PmuCpu(0, self.model, self.mhz), times, data, serial=self._serial
-        )
+        pmu = PmuCpu(0, self.model, self.mhz, freeze=True)
+        ctx = ThreadContext(service, pid, tid, start, owner, pmu, times, data, serial=self._serial)
         self._add(ctx)
         return ctx
 
@@ -253,24 +253,31 @@ class ThreadTable:
         ctx.running = running
 
     def interrupting(self, now: int | None = None) -> list[ThreadContext]:
-        """Contexts with a counter whose overflow interrupts: the service
-        catches these up on its clock tick so their signals are not late.
-        A context far from any overflow waits out its headroom (a thread
-        runs at most one CPU ns per wall ns), so that counters bound with
-        interrupts but nowhere near one cost no /proc reads every tick."""
+        """Contexts with a counter whose overflow interrupts that are due a
+        look at ``now``: the service catches these up (``tick``) so their
+        signals are not late.  A context far from any overflow waits out its
+        headroom (a thread runs at most one CPU ns per wall ns), so counters
+        bound with interrupts cost no /proc reads until an overflow can come."""
         now = time.monotonic_ns() if now is None else now
-        return [
-            ctx
-            for ctx in self.contexts()
-            if ctx.running and ctx.cpu.interrupts and (ctx.due_version != ctx.cpu.version or ctx.due <= now)
-        ]
+        return [ctx for ctx in self.contexts() if (due := self._due(ctx)) is not None and due <= now]
+
+    def next_due(self) -> int | None:
+        """When the soonest interrupting context needs a look (None: none does)."""
+        return min((due for ctx in self.contexts() if (due := self._due(ctx)) is not None), default=None)
+
+    @staticmethod
+    def _due(ctx: ThreadContext) -> int | None:
+        if not (ctx.running and ctx.cpu.interrupts):
+            return None
+        return ctx.due if ctx.due_version == ctx.cpu.version else 0
 
     def tick(self, ctx: ThreadContext, now: int | None = None) -> None:
         """The tick's look at an interrupting context: catch it up, and say
-        when it next needs one."""
+        when it next needs one: when its nearest overflow could come."""
         self.catch_up(ctx)
         headroom = ctx.cpu.headroom_ns(self._profile(ctx.pid).rates)
-        ctx.due = (time.monotonic_ns() if now is None else now) + (headroom if headroom is not None else 1 << 62)
+        wait = 1 << 62 if headroom is None else max(headroom, MIN_WAIT_NS)
+        ctx.due = (time.monotonic_ns() if now is None else now) + wait
         ctx.due_version = ctx.cpu.version
 
     # -- the host's events -------------------------------------------------------

@@ -90,6 +90,9 @@ class BoundSet:
             if self.values[i] + delta >= U64:
                 wrapped.append(r)
             self.values[i] = (self.values[i] + delta) % U64
+        for r in self.requests:
+            if cpu.pending(r.pic):
+                cpu.acknowledge(r.pic)  # folded here: a thread's PMU counts again once restarted
         if not wrapped or self.frozen:
             return False
         if self.precise:

@@ -141,10 +141,19 @@ class _Register:
 
 
 class PmuCpu:
-    """One emulated CPU's counter hardware."""
+    """One emulated CPU's counter hardware.
 
-    def __init__(self, index: int, model: CpuModel, mhz: Fraction) -> None:
+    With ``freeze``, an overflow whose interrupt is enabled stops every
+    programmable counter at the overflowing event, as the interrupt handler
+    of a per-thread driver does (seed 002: ``perfctr_cpu_suspend`` then
+    ``identify_overflow``): ``run`` plays the burst only up to that event and
+    counts nothing more until the overflow is acknowledged or the counter is
+    written.  Without it the counters count on through the overflow (the
+    shared CPUs' hardware, whose overflow nobody handles)."""
+
+    def __init__(self, index: int, model: CpuModel, mhz: Fraction, *, freeze: bool = False) -> None:
         self.index = index
+        self.freeze = freeze and model.overflow_interrupt
         self.model = model
         self.mhz = mhz
         self.tsc = Tsc(mhz)
@@ -189,6 +198,10 @@ class PmuCpu:
     def total(self, counter: int) -> int:
         return self._regs[self._check(counter)].total
 
+    def raw(self, counter: int) -> int:
+        """The whole register (a read may return fewer bits)."""
+        return self._regs[self._check(counter)].value
+
     def residue(self, counter: int) -> Fraction:
         """The carried fraction of an event (what a state page extrapolates from)."""
         return self._regs[self._check(counter)].residue
@@ -199,6 +212,13 @@ class PmuCpu:
     def acknowledge(self, counter: int) -> None:
         self._regs[self._check(counter)].overflowed = False
         self.version += 1
+
+    @property
+    def frozen(self) -> bool:
+        """An interrupting overflow is pending and has stopped the counters."""
+        return self.freeze and any(
+            reg.overflowed and reg.selection is not None and reg.selection.interrupt for reg in self._regs
+        )
 
     def headroom_ns(self, rates: Mapping[str, Fraction]) -> int | None:
         """The least CPU time (ns) before a counter whose overflow interrupts
@@ -225,25 +245,37 @@ class PmuCpu:
     def run(
         self, user_ns: int, system_ns: int, rates: Mapping[str, Fraction], exl_share: Fraction = Fraction(0)
     ) -> int:
-        """Count a burst of CPU time; returns the mask of counters that overflowed."""
-        mask = 0
+        """Count a burst of CPU time; returns the mask of counters that
+        overflowed.  Frozen (see the class), the burst counts up to the first
+        interrupting overflow only; the user and system parts of a burst are
+        taken as evenly interleaved, so the cut takes the same share of each."""
+        if self.freeze and self.frozen:
+            return 0
         kernel_ns = Fraction(system_ns) * (1 - exl_share) if self.model.control == "mips" else Fraction(system_ns)
         exl_ns = Fraction(system_ns) * exl_share if self.model.control == "mips" else Fraction(0)
+        plan: list[tuple[int, _Register, Fraction]] = []
+        share = Fraction(1)
         for i, reg in enumerate(self._regs):
             selection = reg.selection
-            if selection is None:
-                continue
-            if not selection.counts:
+            if selection is None or not selection.counts:
                 continue
             ns = (user_ns if selection.user else 0) + (kernel_ns if selection.kernel else 0) + (
                 exl_ns if selection.exl else 0)
             rate = per_cycle(selection, rates)
             if not ns or not rate:
                 continue
-            exact = reg.residue + ns * self.mhz / 1000 * rate
-            events = exact.numerator // exact.denominator
-            reg.residue = exact - events
-            if self._advance(reg, events):
+            events = ns * self.mhz / 1000 * rate
+            plan.append((i, reg, events))
+            if self.freeze and selection.interrupt:
+                need = self.model.modulus - reg.value - reg.residue  # events to the wrap
+                if need <= events * share:
+                    share = need / events
+        mask = 0
+        for i, reg, events in plan:
+            exact = reg.residue + events * share
+            whole = exact.numerator // exact.denominator
+            reg.residue = exact - whole
+            if self._advance(reg, whole):
                 mask |= 1 << i
         return mask
 
@@ -294,6 +326,7 @@ class PmcState:
     start: int = 0  # the register at the start of the period
     sum: int = 0
     _start_total: int = 0  # the hardware's unbounded total at ``start``
+    _resume: int | None = None  # i-mode: the whole register value resume restores
 
 
 def mk_cstatus(tsc_on: bool, nractrs: int, nrictrs: int) -> int:
@@ -351,18 +384,26 @@ def update_control(state: CpuState, model: CpuModel, control: CpuControl, *, is_
     state.control = control
     state.cstatus = mk_cstatus(control.tsc_on, control.nractrs, control.nrictrs)
     state.pmc = [PmcState(control.pmc_map[i]) for i in range(n)]
+    for i in range(control.nractrs, n):
+        state.pmc[i]._resume = control.ireset[i] % model.modulus
     state.tsc_sum = 0
     state._reload = True
 
 
 def resume(state: CpuState, cpu: PmuCpu, tsc_now: int) -> None:
-    """perfctr_cpu_resume: write control registers, preset i-mode counters
-    (when asked to, or on first use), take the a-mode start values."""
+    """perfctr_cpu_resume: write control registers, restore the i-mode
+    counters' start values (when asked to, or on first use: x86.c's
+    perfctr_cpu_iresume writes ``pmc[i].start``), take the a-mode start
+    values.  An i-mode counter's start is ireset after it overflowed
+    (``identify_overflow``) and where it was suspended otherwise, so a
+    counter that did not overflow continues its period."""
     control = state.control
     for i, pmc in enumerate(state.pmc):
         cpu.program(pmc.map, control.evntsel[i])
         if i >= control.nractrs and state._reload:
-            cpu.write(pmc.map, control.ireset[i], reload=control.ireset[i])
+            value = control.ireset[i] % cpu.model.modulus if pmc._resume is None else pmc._resume
+            if cpu.raw(pmc.map) != value or cpu.pending(pmc.map):
+                cpu.write(pmc.map, value, reload=control.ireset[i])
         pmc.start = cpu.rdpmc(pmc.map)
         pmc._start_total = cpu.total(pmc.map)
     state._reload = False
@@ -400,7 +441,7 @@ def identify_overflow(state: CpuState, cpu: PmuCpu) -> int:
         if cpu.pending(pmc.map):
             cpu.acknowledge(pmc.map)
             mask |= 1 << i
-            pmc.start = control.ireset[i] % cpu.model.modulus
+            pmc.start = pmc._resume = control.ireset[i] % cpu.model.modulus
             state._reload = True
     return mask
 
@@ -418,6 +459,8 @@ def _accumulate(state: CpuState, cpu: PmuCpu, tsc_now: int) -> None:
         pmc.sum += total - pmc._start_total
         pmc._start_total = total
         pmc.start = cpu.rdpmc(pmc.map)
+        if pmc._resume is not None:
+            pmc._resume = cpu.raw(pmc.map)
 
 
 def read_sums(state: CpuState) -> tuple[int, Sequence[int]]:

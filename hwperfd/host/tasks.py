@@ -85,3 +85,17 @@ def queue_signal(tgid: int, tid: int, sig: int, value: int) -> None:
     if _libc.syscall(_SYS_RT_TGSIGQUEUEINFO, tgid, tid, sig, ctypes.byref(info)) < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def signal_pending(tgid: int, tid: int, sig: int) -> bool:
+    """Whether ``sig`` is pending for thread ``tid`` (its own or its process's)."""
+    try:
+        with open(f"/proc/{tgid}/task/{tid}/status", "rb") as f:
+            status = f.read()
+    except OSError:
+        return False
+    pending = 0
+    for line in status.splitlines():
+        if line.startswith((b"SigPnd:", b"ShdPnd:")):
+            pending |= int(line.split()[1], 16)
+    return bool(pending >> (sig - 1) & 1)

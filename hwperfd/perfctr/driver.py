@@ -79,6 +79,13 @@ class NothingPending(PerfctrError):
     """VPERFCTR_IRESUME with no overflow to resume from (-EPERM)."""
 
 
+class OverflowFirst(PerfctrError):
+    """A call of the thread made after an overflow whose signal it has not
+    handled yet (-EINTR): the signal is delivered as the call returns, and
+    libperfctr makes the call again, so the handler runs before it takes
+    effect, as the overflow interrupt would have come first on hardware."""
+
+
 class Busy(PerfctrError):
     """The hardware is taken: "hardware taken by '...'" (-EBUSY)."""
 
@@ -108,6 +115,7 @@ ERRNO: dict[type[Exception], int] = {
     Exists: errno.EEXIST,
     NothingPending: errno.EPERM,
     Busy: errno.EBUSY,
+    OverflowFirst: errno.EINTR,
     BadCpu: errno.EINVAL,
     NoGlobalImode: errno.EPERM,
     NotRoot: errno.EPERM,
@@ -143,6 +151,9 @@ class Vperfctr:
     si_signo: int = 0
     flags: int = 0
     iresume_cstatus: int = 0
+    signalled: bool = False  # an overflow signal went to the thread since its last call
+    deferred: int = 0  # the call answered EINTR for an overflow: its retry takes effect
+    quiet: bool = False  # an overflow found now raises no signal: the deferred call ends the counters
     handles: int = 0
     freed: bool = False
     exited: ThreadContext | None = None  # a main thread gone: its last time is the process's exit accounting
@@ -218,9 +229,32 @@ class Virtual:
             # Suspend a-mode and i-mode counters, leaving only the TSC on.
             state.cstatus = ctl.x86_cstatus(True, 0, 0) if state.has_tsc else 0
             state.tsc_start = tsc
-            if perfctr.si_signo and perfctr.owner is not None:
+            if perfctr.si_signo and perfctr.owner is not None and not perfctr.quiet:
                 armed_by = perfctr.ctx.owner if perfctr.ctx is not None else 0
                 self._signal(perfctr.owner, perfctr.si_signo, mask, armed_by)
+                perfctr.signalled = True
+
+    def overflow_first(self, perfctr: Vperfctr, cmd: int, ends: bool) -> bool:
+        """Before a call of the perfctr's own thread takes effect: True when
+        an overflow signal the thread has not yet handled is pending (the
+        call answers EINTR and is made again after the handler ran).  The
+        retry of that call takes effect whatever happened since - a period
+        shorter than the round trip cannot hold the thread in a loop - and,
+        when it stops or unlinks the counters (``ends``), an overflow of
+        theirs found then raises no signal after them."""
+        retry = perfctr.deferred == cmd
+        self.catch_up(perfctr)
+        signalled, perfctr.signalled = perfctr.signalled, False
+        if retry:
+            perfctr.deferred, perfctr.quiet = 0, False
+            return False
+        owner = perfctr.owner
+        if not signalled or owner is None or not tasks.signal_pending(owner.tgid, owner.tid, perfctr.si_signo):
+            return False
+        # Until the retry, an overflow of counters it ends raises nothing
+        # (the clock's tick may look at the thread in between).
+        perfctr.deferred, perfctr.quiet = cmd, ends
+        return True
 
     # -- life --
 
@@ -620,6 +654,10 @@ class PerfctrDevice:
             task = tasks.read_task(perfctr.ctx.tid)
             if task is not None:
                 self._check_attach(task, caller)
+        if live and perfctr.ctx is not None and perfctr.ctx.tid == caller and cmd != abi.VPERFCTR_READ_CONTROL:
+            ends = cmd == abi.VPERFCTR_UNLINK or (cmd == abi.VPERFCTR_CONTROL and not _starts(data))
+            if virtual.overflow_first(perfctr, cmd, ends):
+                raise OverflowFirst("an overflow signal comes first")
         if cmd == abi.VPERFCTR_CONTROL:
             request = abi.vperfctr_control.parse(data)
             virtual.control(perfctr, ctl.PerfctrControl.parse(request.cpu_control), request.si_signo,
@@ -665,6 +703,15 @@ _VIRTUAL = frozenset({
     abi.VPERFCTR_CONTROL, abi.VPERFCTR_IRESUME, abi.VPERFCTR_UNLINK, abi.VPERFCTR_READ_SUM,
     abi.VPERFCTR_READ_CONTROL, abi.VPERFCTR_READ_STATE,
 })  # fmt: skip
+
+
+def _starts(data: bytes) -> bool:
+    """Whether a VPERFCTR_CONTROL's data runs any counter (vperfctr_stop's does not)."""
+    try:
+        control = ctl.PerfctrControl.parse(abi.vperfctr_control.parse(data).cpu_control)
+    except Exception:  # refused later, with its own errno
+        return True
+    return bool(control.tsc_on or control.nractrs or control.nrictrs)
 
 
 def send_overflow(task: tasks.Task, sig: int, mask: int, armed_by: int) -> None:

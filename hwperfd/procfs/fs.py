@@ -700,8 +700,7 @@ class ProcFs(pyfuse3.Operations):
             finally:
                 if data or cmd in (perfctr_abi.VPERFCTR_IRESUME, perfctr_abi.VPERFCTR_UNLINK):
                     self._vperfctr_changed(tid, pid)  # reads leave a page as exact as it was
-            if data:
-                self._on_controls_changed()  # i-mode counters want the clock tick
+                    self._on_controls_changed()  # i-mode counters (resumed too) want the clock tick
             return reply
         if ino == CPC_INODE:
             self._catch_up_events(None)

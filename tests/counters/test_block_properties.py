@@ -67,6 +67,6 @@ def test_counts_are_exact_however_time_is_split(steps, rate):
 @given(threshold=st.integers(1, 5_000_000), steps=st.lists(st.integers(0, 5 * 10**7), min_size=1, max_size=20))
 def test_overflows_happen_every_threshold_events(threshold, steps):
     cpus = CpuSet(1, "r10000", 200)
-    block = ControlBlock(CounterRequest.build({0: spec_word(0, MODE_U)}, {0: threshold}))
+    block = ControlBlock(CounterRequest.build({0: spec_word(0, MODE_U, ie=True)}, {0: threshold}))
     overflows = sum(block.advance(cpus[0], step, 0, UNIT) for step in steps)
     assert overflows == block.counts[0] // threshold

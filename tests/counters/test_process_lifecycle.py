@@ -141,7 +141,7 @@ def caller(proc: Proc, uid: int | None = None) -> Caller:
 
 
 def cycles(threshold: int = 0, signal: int = 0) -> CounterRequest:
-    return CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}, {0: threshold} if threshold else None, signal)
+    return CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U, ie=bool(threshold))}, {0: threshold} if threshold else None, signal)
 
 
 def test_a_child_forked_while_counting_folds_into_its_waiting_parent(kernel, life, host):

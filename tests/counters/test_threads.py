@@ -9,6 +9,7 @@ import pytest
 
 from hwperfd.counters.errors import CountersLimit
 from hwperfd.counters.threads import (
+    MIN_WAIT_NS,
     ProcessExeced,
     ProcessExited,
     ThreadContext,
@@ -214,7 +215,11 @@ def test_the_tick_waits_out_a_contexts_headroom_and_a_register_write_ends_the_wa
     assert table.interrupting(now=10_000_000) == [far]
     table.tick(far, now=10_000_000)
     assert table.interrupting(now=10_000_000) == []
-    assert table.interrupting(now=10_000_000 + 1000) == [far]
+    # 1 us of headroom: looked at again after the shortest wait, not at once.
+    assert table.next_due() == 10_000_000 + MIN_WAIT_NS
+    assert table.interrupting(now=10_000_000 + MIN_WAIT_NS) == [far]
+    far.cpu.program(0, CYCLES)  # no interrupt left: nothing is ever due
+    assert table.next_due() is None and table.interrupting(now=1 << 62) == []
 
 
 def test_a_gone_thread_is_swept_and_catch_up_says_so(host, table):

@@ -175,3 +175,67 @@ def test_a_counter_counts_what_it_was_last_programmed_for_and_knows_its_interrup
     assert not cpu.interrupts and cpu.selection(0).kernel and not cpu.selection(0).user
     cpu.run(1000, 2000, {"cycles": Fraction(1)})
     assert cpu.rdpmc(0) == 2000
+
+
+def _imode(model: str, nractrs: int, iresets: tuple[int, ...]) -> tuple[PmuCpu, CpuState]:
+    """A thread's PMU (frozen at an interrupting overflow) with ``nractrs``
+    a-mode and one i-mode cycles counter per ``iresets`` entry."""
+    cpu = PmuCpu(0, MODELS[model], Fraction(1000), freeze=True)
+    n = nractrs + len(iresets)
+    sel = tuple(0x76 if model == "amd" else 0x3C for _ in range(n))
+    sel = tuple(s | X86_USR | X86_EN | (X86_INT if i >= nractrs else 0) for i, s in enumerate(sel))
+    state = CpuState()
+    core.update_control(state, cpu.model, CpuControl(True, nractrs, len(iresets), tuple(range(n)), sel,
+                                                    (0,) * nractrs + iresets))  # fmt: skip
+    core.resume(state, cpu, 0)
+    return cpu, state
+
+
+def _settle(state: CpuState, cpu: PmuCpu) -> int:
+    """virtual.c's interrupt path: suspend, identify, and the handler's iresume."""
+    if not cpu.frozen:
+        return 0
+    core.suspend(state, cpu, 0)
+    mask = core.identify_overflow(state, cpu)
+    core.ireload(state)
+    core.resume(state, cpu, 0)
+    return mask
+
+
+def test_an_interrupting_overflow_stops_every_counter_at_the_overflowing_event():
+    cpu, state = _imode("intel", 1, (-1000,))
+    assert cpu.run(2500, 0, UNIT) == 0b10  # the 1000th cycle overflows: the rest of the burst counts nothing
+    assert cpu.frozen and cpu.run(10**6, 0, UNIT) == 0
+    core.suspend(state, cpu, 0)
+    assert core.read_sums(state)[1] == [1000, 1000]  # a-mode stopped with it
+    assert core.identify_overflow(state, cpu) == 0b10 and not cpu.frozen
+
+
+def test_the_i_mode_sum_is_signals_times_the_period_plus_the_partial_one():
+    cpu, state = _imode("intel", 1, (-1000,))
+    signals = 0
+    for burst in [300, 999, 1, 2500, 7, 1993, 1000, 12345]:
+        cpu.run(burst, 0, UNIT)
+        signals += bool(_settle(state, cpu))
+    core.sample(state, cpu, 0)
+    a_sum, i_sum = core.read_sums(state)[1]
+    partial = cpu.raw(1) - ((1 << 40) - 1000)
+    assert i_sum == a_sum == signals * 1000 + partial and 0 <= partial < 1000
+
+
+@pytest.mark.parametrize(("model", "iresets"), [("intel", (-100, -150)), ("amd", (-300, -200, -100))])
+def test_iresume_reloads_only_what_overflowed_so_each_counter_keeps_its_period(model, iresets):
+    cpu, state = _imode(model, 0, iresets)
+    fired = [0] * len(iresets)
+    masks = set()
+    for _ in range(20_000):
+        cpu.run(1, 0, UNIT)
+        mask = _settle(state, cpu)
+        masks.add(mask)
+        for i in range(len(iresets)):
+            fired[i] += bool(mask & (1 << i))
+    assert fired == [20_000 // -r for r in iresets]  # each at its own period
+    core.sample(state, cpu, 0)
+    assert core.read_sums(state)[1] == [20_000] * len(iresets)
+    # A mask names exactly the counters that overflowed: together when their periods meet.
+    assert masks == ({0, 0b01, 0b10, 0b11} if model == "intel" else {0, 0b100, 0b101, 0b110, 0b111})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import signal
 import struct
 import sys
 
@@ -183,17 +184,18 @@ def test_iresume_without_an_overflow_is_eperm(vp):
 
 def test_an_i_mode_overflow_suspends_the_counters_until_iresume(intel, vp):
     vp.control(control(1, 1, [INST_RETIRED | USR | EN, CYCLES | USR | EN | INT], ireset=[0, -MS // 2], si_signo=0))
-    advance(intel, "1ms")  # 1 000 000 cycles: the i-mode counter overflows
+    advance(intel, "1ms")  # 1 000 000 cycles: the i-mode counter overflows half way
     st = vp.state()
     assert st.cstatus == 1 << 31  # only the TSC runs
-    assert st.sum.pmc[1] == MS and st.sum.pmc[0] == MS * 8 // 10
+    # Both stopped at the overflowing event (x86.c's interrupt handler suspends them).
+    assert st.sum.pmc[1] == MS // 2 and st.sum.pmc[0] == MS // 2 * 8 // 10
     advance(intel, "1ms")
-    assert vp.state().sum.pmc[1] == MS  # suspended
+    assert vp.state().sum.pmc[1] == MS // 2  # suspended
     fcntl.ioctl(vp.fd, abi.VPERFCTR_IRESUME)
     assert vp.state().cstatus == (1 << 31) | (1 << 16) | (2 << 8) | 1
     advance(intel, "1ms")
     st = vp.state()
-    assert st.sum.pmc[1] == 2 * MS and st.sum.tsc == 3 * MS
+    assert st.sum.pmc[1] == MS and st.sum.pmc[0] == MS * 8 // 10 and st.sum.tsc == 3 * MS
 
 
 def test_unlink_keeps_the_final_sums_and_refuses_control_with_esrch(intel):
@@ -477,3 +479,68 @@ def test_a_new_control_after_an_overflow_without_the_tsc_leaves_nothing_to_iresu
     advance(intel, "1ms")
     st = vp.state()
     assert st.cstatus == (1 << 8) | 1 and st.sum.pmc[0] == MS * 8 // 10
+
+
+def _overflow_masks() -> list[int]:
+    """The overflow signals queued to this thread (SIGIO blocked), by mask:
+    si_value's low 32 bits sit where siginfo's si_status does."""
+    masks = []
+    while (info := signal.sigtimedwait({signal.SIGIO}, 0)) is not None:
+        masks.append(info.si_status & 0xFFFFFFFF)
+    return masks
+
+
+@pytest.fixture
+def sigio_blocked():
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGIO})
+    yield
+    _overflow_masks()
+    signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@pytest.mark.parametrize("mount_name", ["intel", "amd"])
+def test_each_i_mode_counter_overflows_at_its_own_period_and_the_mask_names_only_those(request, mount_name,
+                                                                                       sigio_blocked):  # fmt: skip
+    """Seed 002: identify_overflow resets only the overflown counters' start
+    values; iresume restores every i-mode counter to its start, so one that
+    did not overflow continues its period.  Every counter stops at the
+    overflowing event (cycles: 1 a ns at 1 000 MHz)."""
+    mount = request.getfixturevalue(mount_name)
+    cycles = 0x76 if mount_name == "amd" else CYCLES
+    periods = [300, 200, 100] if mount_name == "amd" else [100, 150]
+    v = Vperfctr(mount)
+    try:
+        n = len(periods)
+        v.control(control(0, n, [cycles | USR | EN | INT] * n, ireset=[-p for p in periods], si_signo=signal.SIGIO))
+        masks = []
+        for _ in range(20):
+            advance(mount, "1us")  # longer than any period: each advance ends at the next overflow
+            masks += _overflow_masks()
+            assert v.state().cstatus == 1 << 31  # only the TSC runs until iresume
+            fcntl.ioctl(v.fd, abi.VPERFCTR_IRESUME)
+        # The overflows come at the common multiples' order: 100, 150, 200, 300 (both), ...
+        ticks = sorted({k * p for p in periods for k in range(1, 100)})[:20]
+        expect = [sum(1 << i for i, p in enumerate(periods) if t % p == 0) for t in ticks]
+        assert masks == expect
+        st = v.state()
+        assert st.sum.pmc[:n] == [ticks[-1]] * n  # every counter stopped at the 20th overflow
+    finally:
+        v.close()
+
+
+def test_a_call_after_an_unhandled_overflow_is_eintr_and_its_retry_takes_effect(intel, sigio_blocked):
+    """The overflow comes before the thread's next call: the call answers
+    EINTR (the signal is delivered as it returns) and the same call made
+    again takes effect, whatever happened since."""
+    v = Vperfctr(intel)
+    try:
+        v.control(control(0, 1, [CYCLES | USR | EN | INT], ireset=[-1000], si_signo=signal.SIGIO))
+        advance(intel, "2us")
+        stop = control(0, 0, [], tsc_on=0)
+        with pytest.raises(InterruptedError):
+            v.control(stop)  # SIGIO is pending here: it comes first
+        v.control(stop)  # the retry: taken, though the signal is still pending
+        assert v.state().cstatus == 0 and v.state().sum.pmc[0] == 1000
+        assert _overflow_masks() == [0b1]
+    finally:
+        v.close()
