@@ -384,8 +384,6 @@ def update_control(state: CpuState, model: CpuModel, control: CpuControl, *, is_
     state.control = control
     state.cstatus = mk_cstatus(control.tsc_on, control.nractrs, control.nrictrs)
     state.pmc = [PmcState(control.pmc_map[i]) for i in range(n)]
-    for i in range(control.nractrs, n):
-        state.pmc[i]._resume = control.ireset[i] % model.modulus
     state.tsc_sum = 0
     state._reload = True
 
@@ -454,13 +452,13 @@ def ireload(state: CpuState) -> None:
 def _accumulate(state: CpuState, cpu: PmuCpu, tsc_now: int) -> None:
     if state.has_tsc:
         state.tsc_sum += tsc_now - state.tsc_start
-    for pmc in state.pmc:
+    for i, pmc in enumerate(state.pmc):
         total = cpu.total(pmc.map)
         pmc.sum += total - pmc._start_total
         pmc._start_total = total
         pmc.start = cpu.rdpmc(pmc.map)
-        if pmc._resume is not None:
-            pmc._resume = cpu.raw(pmc.map)
+        if i >= state.control.nractrs:
+            pmc._resume = cpu.raw(pmc.map)  # where an i-mode counter that did not overflow continues
 
 
 def read_sums(state: CpuState) -> tuple[int, Sequence[int]]:
