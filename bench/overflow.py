@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Overflow signals on the real clock: how many arrive, and how late.
+
+    python3 bench/overflow.py [--cpu-ms MS] [--periods 1,10,100]
+
+Mounts hwperfd (--clock real, intel at 2400 MHz, 2 CPUs) in a temporary
+directory and runs bench/overflow_client.c, linked with libperfctr and
+libcpc, as a sampling profiler does: one overflow-interrupting cycles
+counter (user and system mode) of each period, restarted from the signal
+handler (perfctr i-mode and vperfctr_iresume; libcpc CPC_OVF_NOTIFY_EMT,
+preset and cpc_set_restart), while the client burns --cpu-ms of its own CPU
+time.  Per personality and period it prints:
+
+  signals  what arrived; "of cpu" what the CPU time holds (cycles of it /
+           period); "of counted" what the counter counted / period - the
+           counters stop at the overflowing event, so this one is exact;
+  past     counts past the overflow read in the handler (median, p99):
+           0 when the counters froze at the event;
+  late     thread CPU time between the overflow and the handler (median,
+           p99, us): the time the counters stood frozen, which "of cpu"
+           loses to "of counted".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MHZ = 2400
+
+
+def build(tmp: Path) -> Path:
+    subprocess.run(["make", "-s", "-C", str(ROOT / "lib")], check=True)
+    out = tmp / "overflow_client"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", f"-I{ROOT / 'include'}", "-o", str(out),
+                    str(ROOT / "bench" / "overflow_client.c"), str(ROOT / "lib" / "libperfctr.a"),
+                    str(ROOT / "lib" / "libcpc.a"), "-lpthread"], check=True)  # fmt: skip
+    return out
+
+
+def mount(tmp: Path) -> tuple[subprocess.Popen, Path]:
+    mnt = tmp / "mnt"
+    mnt.mkdir()
+    log = open(tmp / "hwperfd.log", "w")
+    daemon = subprocess.Popen([sys.executable, "-m", "hwperfd", "--cpus", "2", "--cpu-type", "intel", "--mhz",
+                               str(MHZ), str(mnt)], cwd=ROOT, stdout=log, stderr=log)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (mnt / "perfctr").exists():
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"hwperfd did not mount: {(tmp / 'hwperfd.log').read_text()}")
+        time.sleep(0.1)
+    return daemon, mnt
+
+
+def pct(values: list[int], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))] if values else 0
+
+
+def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int) -> str:
+    done = subprocess.run([str(client), personality, str(period), str(cpu_ms), str(MHZ)], capture_output=True,
+                          text=True, env={**os.environ, "HWPERFD_MOUNT": str(mnt)}, timeout=600)  # fmt: skip
+    if done.returncode:
+        return f"{personality:8} failed: {done.stderr.strip()}"
+    head, *rows = done.stdout.splitlines()
+    fields = dict(kv.split("=") for kv in head.split())
+    signals, counted, cpu_ns = int(fields["signals"]), int(fields["counted"]), int(fields["cpu_ns"])
+    past = [int(r.split()[0]) for r in rows]
+    late = [int(r.split()[1]) for r in rows]
+    of_cpu = cpu_ns * MHZ / 1000 / period
+    return (f"{personality:8} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {counted // period:10d}"
+            f" {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
+            f" {statistics.median(late) / 1e3 if late else 0:9.1f} {pct(late, 0.99) / 1e3:9.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-ms", type=int, default=0, help="CPU time per run (default: 20 periods, at least 300 ms)")
+    parser.add_argument("--periods", default="1,10,100", help="periods in ms of CPU time at 2400 MHz")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hwperfd-overflow-") as name:
+        tmp = Path(name)
+        client = build(tmp)
+        daemon, mnt = mount(tmp)
+        try:
+            print(f"hwperfd real clock, intel {MHZ} MHz; load average {os.getloadavg()[0]:.1f}")
+            print(f"{'':8} {'period':>11} {'signals':>7} {'of cpu':>9} {'of counted':>10} "
+                  f"{'past':>6} {'p99':>6} {'late us':>9} {'p99':>9}")  # fmt: skip
+            for ms in (float(p) for p in args.periods.split(",")):
+                period = int(ms * MHZ * 1000)
+                cpu_ms = args.cpu_ms or max(300, int(20 * ms))
+                for personality in ("perfctr", "cpc"):
+                    print(run(client, mnt, personality, period, cpu_ms), flush=True)
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=30)
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False, capture_output=True)
+
+
+if __name__ == "__main__":
+    main()
