@@ -33,7 +33,7 @@ from hwperfd.counters.threads import (
 )
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.daemon import SetupError, notify
-from hwperfd.host import netlink, procevents, processes, taskstats
+from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
 from hwperfd.procfs.fs import ProcFs
 from hwperfd.procfs.statepages import DEFAULT_DIR, DEFAULT_PER_USER, StatePages
 from hwperfd.signals import SignalSender
@@ -90,6 +90,7 @@ class Daemon:
         # Set when a request may have armed overflow signals, or a process
         # exited: the periodic tasks sleep on these while they have no work.
         self._controls_changed: trio.Event | None = None
+        self._timer: int | None = None  # the overflow tick's timer descriptor
         self._exits_seen: trio.Event | None = None
         # The last sweep: processes it checked and the daemon's CPU time it took.
         self.swept: tuple[int, int] = (0, 0)
@@ -207,9 +208,28 @@ class Daemon:
             if not dues:
                 await self._controls_changed.wait()
                 continue
-            wait = max(min(dues) - time.monotonic_ns(), MIN_TICK_NS)
-            with trio.move_on_after(wait / 1e9):
-                await self._controls_changed.wait()
+            await self._sleep_until(max(min(dues), time.monotonic_ns() + MIN_TICK_NS), self._controls_changed)
+
+    async def _sleep_until(self, deadline_ns: int, woken: trio.Event) -> None:
+        """Sleep until ``deadline_ns`` (monotonic) on a timer descriptor, to
+        the microsecond, or until ``woken`` is set."""
+        if self._timer is None:
+            self._timer = timerfd.create()
+        timer = self._timer
+        timerfd.arm(timer, deadline_ns)
+        async with trio.open_nursery() as nursery:
+
+            async def ring() -> None:
+                await trio.lowlevel.wait_readable(timer)
+                nursery.cancel_scope.cancel()
+
+            async def wake() -> None:
+                await woken.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(ring)
+            nursery.start_soon(wake)
+        timerfd.drain(timer)
 
     async def _refresh_pages(self) -> None:
         """State pages follow stat's user:system ratio at this pace."""
