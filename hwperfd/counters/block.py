@@ -64,8 +64,10 @@ class ControlBlock:
             if old.on_counter(counter) != request.on_counter(counter):
                 self._mux[counter] = _Multiplex()
 
-    def advance(self, cpu: Cpu, user_ns: int, system_ns: int, profile: WorkloadProfile) -> int:
-        """Replay CPU time on ``cpu``; return the number of threshold overflows."""
+    def advance(self, cpu: Cpu, user_ns: int, system_ns: int, profile: WorkloadProfile, every: bool = False) -> int:
+        """Replay CPU time on ``cpu``; return the number of threshold
+        overflows of slots whose interrupt enable bit is set (``every``: of
+        every slot with a threshold, as profiling counts them)."""
         total = user_ns + system_ns
         if total <= 0:
             return 0
@@ -86,13 +88,13 @@ class ControlBlock:
                 self._saved[slot] = hw.save()
                 self.counts[slot] += burst.events
                 self.active_ns[slot] += ns
-                if threshold and self.request.controls[slot].ie:
+                if threshold and (every or self.request.controls[slot].ie):
                     # Bit 4 "specifies whether overflows for the specified
                     # event will generate interrupts or not" (r10k_counters(5)).
                     signalled += burst.overflows
         return signalled
 
-    def headroom_ns(self, cpu: Cpu, profile: WorkloadProfile) -> int | None:
+    def headroom_ns(self, cpu: Cpu, profile: WorkloadProfile, every: bool = False) -> int | None:
         """The least CPU time (ns) before a slot whose overflow interrupts can
         overflow, each counting at its event's rate on every cycle (as if it
         had its counter to itself, in every mode); None if none can."""
@@ -100,7 +102,7 @@ class ControlBlock:
         for counter in range(COUNTERS_PER_CPU):
             for slot in self.request.on_counter(counter):
                 control = self.request.controls[slot]
-                if not self.request.thresholds[slot] or not control.ie:
+                if not self.request.thresholds[slot] or not (every or control.ie):
                     continue
                 event = cpu.type.events.on_counter(counter, control.event)
                 rate = profile.rate(event.kind) if event is not None else 0

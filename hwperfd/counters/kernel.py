@@ -880,7 +880,7 @@ class CounterKernel:
                 continue
             self._catch_up(record)
             if pid in self._armed:
-                headroom = record.block.headroom_ns(self.cpus[record.cpu], self.profile(pid))
+                headroom = record.block.headroom_ns(self.cpus[record.cpu], self.profile(pid), bool(record.profiling))
                 wait = 1 << 62 if headroom is None else max(headroom // self.host_cpus, MIN_WAIT_NS)
                 self._armed[pid] = now + wait
         if self._system is not None:
@@ -940,7 +940,10 @@ class CounterKernel:
         if record.state is not State.ENABLED or record.exited or record.suspended or not (user or system):
             return
         cpu = self.cpus[record.cpu]
-        overflows = record.block.advance(cpu, user, system, self.profile(record.pid))
+        # Profiling ticks come from every slot's threshold (HWPERF_PROFENABLE
+        # sets the counters up for them); hwp_ovflw_sig only from those whose
+        # interrupt enable bit is set.
+        overflows = record.block.advance(cpu, user, system, self.profile(record.pid), every=bool(record.profiling))
         if overflows and record.profiling:
             # Profiling: a PC tick per overflow, never hwp_ovflw_sig (IRIX's
             # r1nk_perf_intr_action sends no signal to a profiling process).

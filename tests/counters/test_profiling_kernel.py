@@ -30,7 +30,7 @@ def kernel(ledger, owed):
 
 
 def cycles(mode=HWPERF_CNTEN_U, sig=10):
-    return CounterRequest.build({0: spec_word(0, mode, ie=True)}, {0: THRESHOLD}, sig)
+    return CounterRequest.build({0: spec_word(0, mode)}, {0: THRESHOLD}, sig)
 
 
 def test_each_overflow_is_a_caught_only_tick_and_never_the_overflow_signal(kernel, ledger, owed):
