@@ -196,6 +196,36 @@ def test_overflow_signals_under_the_real_clock_come_from_the_tick(intel_real, pe
     assert "unexpected" not in out
 
 
+def test_a_period_shorter_than_a_round_trip_signals_while_running_then_stops(intel_real, perfctr_programs):
+    """perfctr's examples/signal shape: i-mode counters 25 events from
+    overflow around a short loop, then vperfctr_stop.  The overflow comes
+    before the stop takes effect (the stop answers EINTR once, libperfctr
+    calls again after the handler resumed the counters), and none after it:
+    SIGIO's default action would kill the program then."""
+    for _ in range(3):
+        proc = start(intel_real, perfctr_programs["short_period"])
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, (out, err)
+        result = fields(out)
+        assert result["running"] >= 1 and result["unexpected"] == 0
+        # frozen at the overflowing event: the cycles counter's sum is whole periods plus a partial one
+        assert result["sum1"] >= 25 * result["ovf1"]
+
+
+def test_two_i_mode_periods_each_signal_at_their_own_and_their_sums_are_exact(intel_real, perfctr_programs):
+    """Real clock: per counter, sum == signals x period + the partial period,
+    exactly (the counters stop at the overflowing event; late is allowed,
+    lost or extra counts are not).  Cycles at 1 000 MHz: 2 ms and 3 ms."""
+    periods = (2 * MS, 3 * MS)
+    proc = start(intel_real, perfctr_programs["short_period"], "burn", "200", *map(str, periods))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, (out, err)
+    r = fields(out)
+    assert r["unexpected"] == 0 and r["ovf0"] >= 2 and r["ovf1"] >= 1
+    for i, period in enumerate(periods):
+        assert 0 <= r[f"sum{i}"] - r[f"ovf{i}"] * period < period, r
+
+
 def test_a_thread_that_exits_keeps_its_last_run_in_its_counts_under_the_real_clock(intel_real, perfctr_programs):
     """The daemon looked at the thread only when it set its counters up; its
     whole run after that comes from the kernel's exit accounting for the
