@@ -482,3 +482,23 @@ def test_a_bounded_sweep_takes_up_where_the_last_stopped_and_lets_go_of_every_un
     assert [pid for pid in (100, 101, 102, 103, 104) if kernel.is_tracked(pid)] == [100, 102]
     checked, let_go = life.sweep()  # unbounded: everything kept
     assert checked == len(kernel.known()) and let_go == 0
+
+
+def test_the_clock_looks_at_a_signalling_process_when_its_nearest_overflow_can_come(kernel, host, signals):
+    """200 MHz, one cycle a cycle, threshold 1 000 000 cycles = 5 ms of CPU
+    time: the next look is due 5 ms / host CPUs after one; an overflow moves
+    the due instant a whole period on; a slot without hwp_ie is never due."""
+    kernel.host_cpus = 2
+    proc = host.spawn(100, 1)
+    kernel.enable(caller(proc), proc, cycles(threshold=1_000_000, signal=10))
+    assert kernel.signalling(now=0) == [100]  # a new request is due at once
+    kernel.tick([100], now=0)
+    assert kernel.next_due(0) == 5 * MS // 2 and kernel.signalling(now=5 * MS // 2 - 1) == []
+    host.run(100, 6)  # past the overflow: 1 ms into the next period
+    kernel.tick(kernel.signalling(now=5 * MS // 2), now=5 * MS // 2)
+    assert sum(s.count for s in signals) == 1
+    assert kernel.next_due(0) == 5 * MS // 2 + 4 * MS // 2
+    quiet = host.spawn(101, 1)
+    kernel.enable(caller(quiet), quiet, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}, {0: 1000}, 10))
+    kernel.tick([101], now=0)
+    assert kernel.signalling(now=1 << 60) == [100]  # 101 counts, but raises nothing: no look
