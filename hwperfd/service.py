@@ -100,6 +100,7 @@ class Daemon:
             mount=mount,
             threads=self.threads,
             signal=self.signals.owe,
+            deliver=self.signals.send_now,
             on_time_moved=self._time_moved,
             catch_up_events=self._catch_up_events,
             on_controls_changed=self._wake_tick,

@@ -227,6 +227,17 @@ class SignalSender:
             self._by_pid.pop(target.pid, None)
         self._drop(target)
 
+    def send_now(self, pid: int, tid: int) -> bool:
+        """Send what is owed to thread ``tid`` of ``pid`` now, not at the
+        sender's next round: a call of that thread is about to take effect,
+        and its overflow must come first.  True if a signal went."""
+        sent = self.sent
+        for key in [k for k in self._by_pid.get(pid, ()) if k[2] == tid]:
+            target = self._targets[key]
+            target.next_look = 0.0
+            self._send_one(key, target, time.monotonic())
+        return self.sent > sent
+
     def targets(self) -> int:
         return len(self._targets)
 
@@ -253,58 +264,65 @@ class SignalSender:
         for key, target in list(self._targets.items()):
             if target.next_look > now:
                 continue
-            self.looks += 1
-            status = _status(target.pid, target.tid)
-            if status is None or status.zombie or not processes.pidfd_alive(target.pidfd):
-                self._forget_target(target)  # an exited process takes no more signals
+            progressed |= self._send_one(key, target, now)
+        return progressed
+
+    def _send_one(self, key: tuple[int, int, int], target: _Target, now: float) -> bool:
+        """Send the next owed signals to one target that has taken the last;
+        True if any was sent."""
+        progressed = False
+        self.looks += 1
+        status = _status(target.pid, target.tid)
+        if status is None or status.zombie or not processes.pidfd_alive(target.pidfd):
+            self._forget_target(target)  # an exited process takes no more signals
+            return False
+        if not may_signal(target.owner, status.uids):
+            owner = target.owner[0] if target.owner else 0
+            log.info("pid %d left the reach of uid %d: its overflow signals stop", target.pid, owner)
+            self._forget_target(target)
+            return False
+        sent_here = False
+        for sig, count in list(target.owed.items()):
+            bit = 1 << (sig - 1)
+            if status.ignored & bit and sig not in _UNIGNORABLE:
+                del target.owed[sig]  # delivery would do nothing
+                self.dropped += count
                 continue
-            if not may_signal(target.owner, status.uids):
-                owner = target.owner[0] if target.owner else 0
-                log.info("pid %d left the reach of uid %d: its overflow signals stop", target.pid, owner)
+            if sig in target.caught_only and not status.caught & bit:
+                del target.owed[sig]  # a profiling tick nobody records (an exec reset the handler)
+                self.dropped += count
+                continue
+            if status.pending & bit:
+                if not _queues(sig):
+                    del target.owed[sig]  # a standard signal does not queue: merged with the pending one
+                    self.merged += count
+                continue
+            try:
+                signal.pidfd_send_signal(target.pidfd, sig)
+            except ProcessLookupError:
                 self._forget_target(target)
+                break
+            except OSError as exc:
+                log.info("cannot send signal %d to %d: %s", sig, target.pid, exc)
+                del target.owed[sig]
                 continue
-            sent_here = False
-            for sig, count in list(target.owed.items()):
-                bit = 1 << (sig - 1)
-                if status.ignored & bit and sig not in _UNIGNORABLE:
-                    del target.owed[sig]  # delivery would do nothing
-                    self.dropped += count
-                    continue
-                if sig in target.caught_only and not status.caught & bit:
-                    del target.owed[sig]  # a profiling tick nobody records (an exec reset the handler)
-                    self.dropped += count
-                    continue
-                if status.pending & bit:
-                    if not _queues(sig):
-                        del target.owed[sig]  # a standard signal does not queue: merged with the pending one
-                        self.merged += count
-                    continue
-                try:
-                    signal.pidfd_send_signal(target.pidfd, sig)
-                except ProcessLookupError:
-                    self._forget_target(target)
-                    break
-                except OSError as exc:
-                    log.info("cannot send signal %d to %d: %s", sig, target.pid, exc)
-                    del target.owed[sig]
-                    continue
-                self.sent += 1
-                progressed = sent_here = True
-                status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie, status.caught)
-                if count <= 1:
-                    del target.owed[sig]
-                else:
-                    target.owed[sig] = count - 1
-            if key not in self._targets:
-                continue
-            if not target.owed:
-                self._forget_target(target)
-            elif sent_here:
-                target.next_look, target.backoff = 0.0, MIN_POLL
+            self.sent += 1
+            progressed = sent_here = True
+            status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie, status.caught)
+            if count <= 1:
+                del target.owed[sig]
             else:
-                # Still pending there: look again later, later each time.
-                target.backoff = min(target.backoff * 2, MAX_BACKOFF)
-                target.next_look = now + target.backoff
+                target.owed[sig] = count - 1
+        if key not in self._targets:
+            return progressed
+        if not target.owed:
+            self._forget_target(target)
+        elif sent_here:
+            target.next_look, target.backoff = 0.0, MIN_POLL
+        else:
+            # Still pending there: look again later, later each time.
+            target.backoff = min(target.backoff * 2, MAX_BACKOFF)
+            target.next_look = now + target.backoff
         return progressed
 
 

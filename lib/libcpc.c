@@ -221,9 +221,16 @@ static int open_node(void)
 /* One call; -1 with errno (and the subcode through the handler) on refusal. */
 static int cpc_call(cpc_t *cpc, int fd, unsigned long cmd, struct hwperfd_cpc_io *io, const char *fn)
 {
+	int r;
+
 	io->ci_error = 0;
 	io->ci_subcode = -1;
-	if (ioctl(fd, cmd, io) < 0)
+	/* EINTR: an overflow's SIGEMT came first (its handler has run); the
+	   daemon lets the call made again take effect. */
+	do
+		r = ioctl(fd, cmd, io);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
 		return -1;
 	if (io->ci_error != 0) {
 		errno = io->ci_error;

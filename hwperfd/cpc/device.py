@@ -106,6 +106,7 @@ class LwpBinding:
     pctx: bool  # bound by another process (cpc_bind_pctx)
     seen0: int  # the thread's CPU ns at bind, for the virtual tick
     gid: int = 0  # the binder's gid: with ctx.owner, who must still be allowed after an exec
+    deferred: int = 0  # the call answered EINTR for an overflow: its retry takes effect
 
 
 @dataclass
@@ -136,8 +137,11 @@ class CpcDevice:
         process_start: Callable[[int], int | None],
         may_control: Callable[[int, int, int, int], bool],
         signal: Callable[[Signal], None] = lambda owed: None,
+        deliver: Callable[[int, int], bool] = lambda pid, tid: False,
     ) -> None:
+        """``deliver(pid, tid)`` sends what is owed to that thread now; True if a signal went."""
         self.cpus = cpus
+        self._deliver = deliver
         self.model = cpus.model
         self.clock = clock
         self.threads = threads
@@ -202,6 +206,8 @@ class CpcDevice:
             except (ConstructError, UnicodeDecodeError):
                 raise OSError(errno.EINVAL, "names in hwperfd_cpc_io must be ASCII") from None
         io.ci_error, io.ci_subcode = 0, -1
+        if self._overflow_first(cmd, io, caller):
+            raise OSError(errno.EINTR, "an overflow signal comes first")
         try:
             self._calls[cmd](self, io, caller)
         except CpcError as exc:
@@ -209,6 +215,27 @@ class CpcDevice:
         except OverflowError:
             io.ci_error = errno.EINVAL
         return 0, abi.build_head(io) + data[head : abi.CPC_IO_SIZE]
+
+    def _overflow_first(self, cmd: int, io: Any, caller: Caller) -> bool:
+        """Before a call of an LWP on its own set takes effect: True when an
+        overflow froze the set and its SIGEMT has not gone yet (it goes now;
+        the call answers EINTR, and libcpc makes it again once the handler
+        ran).  The retry takes effect whatever happened since, so a period
+        shorter than the round trip cannot hold the LWP in a loop."""
+        if self.threads is None or io.ci_target in (abi.HWPERFD_CPC_CPU, abi.HWPERFD_CPC_PCTX):
+            return False
+        ctx = self.threads.get(SERVICE, caller.tid)
+        if ctx is None or not isinstance(ctx.data, LwpBinding) or ctx.data.pctx:
+            return False
+        binding = ctx.data
+        if binding.deferred == cmd:
+            binding.deferred = 0
+            return False
+        self.catch_up(ctx)
+        if not self._deliver(ctx.pid, ctx.tid):
+            return False
+        binding.deferred = cmd
+        return True
 
     # -- binding ------------------------------------------------------------------
 

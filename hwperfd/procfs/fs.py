@@ -155,6 +155,7 @@ class ProcFs(pyfuse3.Operations):
         mount: str,
         threads: ThreadTable | None = None,
         signal: Callable[[Signal], None] = lambda owed: None,
+        deliver: Callable[[int, int], bool] = lambda pid, tid: False,
         on_time_moved: Callable[[int], None] = lambda pid: None,
         catch_up_events: Callable[[int | None], None] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
@@ -180,7 +181,8 @@ class ProcFs(pyfuse3.Operations):
         self.vperfctr_pages = VperfctrPages(self.perfctr.virtual)  # vperfctrs' state pages, by tid
         self.cpc = CpcDevice(kernel.cpus, clock, self.threads, profile=lambda: kernel.default_profile,
                              tgid_of=processes.thread_group, thread_start=processes.read_thread_start,
-                             process_start=processes.read_start, may_control=self._may_control, signal=signal)
+                             process_start=processes.read_start, may_control=self._may_control, signal=signal,
+                             deliver=deliver)
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
