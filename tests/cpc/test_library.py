@@ -10,6 +10,8 @@ import os
 import stat
 import subprocess
 
+import pytest
+
 from structs import cpc as abi
 from structs.cpc import (
     CPC_ATTRIBUTE_OUT_OF_RANGE,
@@ -298,3 +300,22 @@ def test_a_name_that_only_begins_with_a_number_is_no_raw_code(sparc, driver):
     assert handled(d, "cpc_set_add_request", CPC_INVALID_EVENT)
     assert d("add 0xc 0 2") == "ok 0"
     assert d("bind") == "ok"
+
+
+@pytest.mark.parametrize("seconds", [1, 10])
+def test_a_long_period_overflows_once_a_period_on_the_manual_clock(intel, driver, seconds):
+    """CPC_OVF_NOTIFY_EMT with a period of seconds of CPU time (cycles at
+    1 000 MHz): each period's overflow arrives, the set frozen at it, and
+    none comes a cycle early."""
+    period = seconds * 10**9
+    d = driver(intel)
+    d("emt")
+    d(f"add CPU_CLK_UNHALTED {U64 - period} 3")
+    assert d("bind") == "ok"
+    for k in range(1, 4):
+        intel.control(f"advance-thread {d.tid} {period - 1}ns")
+        assert d("overflows").startswith(f"ok {k - 1} ")
+        intel.control(f"advance-thread {d.tid} 2ns")  # the overflow, and a cycle it does not count
+        assert _wait_overflows(d, k).startswith(f"ok {k} ")
+        assert d.values() == [0]
+        assert d("restart") == "ok"
