@@ -1,5 +1,8 @@
-"""The overflow-signal sender on its own: bounded backlog, no busy polling,
-and signals that reach only the process they were armed for."""
+"""The overflow-signal sender on its own: real-time signals queue in a
+bounded backlog, standard ones merge while pending, no busy polling, and
+signals that reach only the process they were armed for.  The backlog tests
+use a real-time signal (RT, as the counted ones here): a standard one never
+has more than one owed."""
 
 import os
 import signal
@@ -13,24 +16,25 @@ from hwperfd.counters.kernel import Signal
 from hwperfd.host import processes
 from hwperfd.signals import MAX_OWED, SignalSender
 
+RT = signal.SIGRTMIN + 2
 BLOCKS_SIGUSR1 = (
     "import signal, sys\n"
-    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMIN + 2})\n"
     "print('ready', flush=True)\n"
     "sys.stdin.read()\n"
 )
-IGNORES_SIGUSR1 = BLOCKS_SIGUSR1.replace("signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})", "signal.signal(signal.SIGUSR1, signal.SIG_IGN)")
+IGNORES_SIGUSR1 = BLOCKS_SIGUSR1.replace("signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMIN + 2})", "signal.signal(signal.SIGRTMIN + 2, signal.SIG_IGN)")
 COUNTS_SIGUSR1 = (
     "import signal, sys\n"
     "got = []\n"
-    "signal.signal(signal.SIGUSR1, lambda *a: got.append(1))\n"
+    "signal.signal(signal.SIGRTMIN + 2, lambda *a: got.append(1))\n"
     "print('ready', flush=True)\n"
     "sys.stdin.read()\n"
     "print(len(got), flush=True)\n"
 )
 
 
-def owed(pid: int, count: int, sig: int = signal.SIGUSR1, owner=None, start=None) -> Signal:
+def owed(pid: int, count: int, sig: int = RT, owner=None, start=None) -> Signal:
     return Signal(pid, processes.read_start(pid) if start is None else start, owner, sig, count)
 
 
@@ -60,12 +64,14 @@ def test_owed_signals_are_capped_and_the_rest_merge():
         sender = SignalSender()
         sender.owe(owed(me, MAX_OWED - 10))
         sender.owe(owed(me, 510))
-        sender.owe(owed(me, 3, signal.SIGUSR2))
-        assert sender.owed(me, signal.SIGUSR1) == MAX_OWED
-        assert sender.merged == 500
-        assert sender.owed(me, signal.SIGUSR2) == 3
+        sender.owe(owed(me, 3, signal.SIGUSR2))  # a standard signal: one is owed, the rest merge
+        assert sender.owed(me, RT) == MAX_OWED
+        assert sender.owed(me, signal.SIGUSR2) == 1
+        assert sender.merged == 500 + 2
+        sender.cancel(me, signal.SIGUSR2)  # its counters were released
+        assert sender.owed(me, signal.SIGUSR2) == 0 and sender.owed(me, RT) == MAX_OWED
         sender.forget(me)
-        assert sender.owed(me, signal.SIGUSR1) == 0 and sender.targets() == 0
+        assert sender.owed(me, RT) == 0 and sender.targets() == 0
 
     trio.run(main)
 
@@ -77,7 +83,7 @@ def test_sender_backs_off_while_its_signal_stays_pending():
     try:
         sender = run_sender([owed(child.pid, 5)], 0.5)
         assert sender.sent == 1
-        assert sender.owed(child.pid, signal.SIGUSR1) == 4
+        assert sender.owed(child.pid, RT) == 4
         assert sender.looks < 20  # 1000 at the 0.5 ms pace of a sender that makes progress
     finally:
         child.kill()
@@ -111,7 +117,7 @@ def test_signals_to_a_vanished_process_are_dropped():
     start = processes.read_start(child.pid)
     child.wait()
     sender = run_sender([owed(child.pid, 3, start=start or 1)], 0.2)
-    assert sender.owed(child.pid, signal.SIGUSR1) == 0 and sender.sent == 0
+    assert sender.owed(child.pid, RT) == 0 and sender.sent == 0
 
 
 def test_signals_owed_to_an_earlier_process_never_reach_the_one_at_its_pid_now():
@@ -193,6 +199,21 @@ def _pending(pid: int, tid: int) -> tuple[int, int]:
     return int(fields["SigPnd"], 16), int(fields["ShdPnd"], 16)
 
 
+def test_a_standard_signal_still_pending_absorbs_the_next_overflows():
+    """IRIX sent hwp_ovflw_sig from the overflow interrupt; standard signals
+    do not queue, so overflows while one is pending merge into it and
+    nothing is held back to send later."""
+    child = spawn(BLOCKS_SIGUSR1.replace("signal.SIGRTMIN + 2", "signal.SIGUSR1"))
+    try:
+        sender = run_sender([owed(child.pid, 1, signal.SIGUSR1)], 0.2)
+        assert sender.sent == 1
+        sender = run_sender([owed(child.pid, 4, signal.SIGUSR1)], 0.2)  # still pending there
+        assert sender.sent == 0 and sender.merged == 4 and sender.targets() == 0
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_a_thread_signal_reaches_that_thread_and_never_a_later_one_with_its_tid():
     child = subprocess.Popen(
         [sys.executable, "-c", THREAD_BLOCKS_SIGUSR1], stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -266,7 +287,8 @@ def test_ticks_alone_never_reach_a_process_that_does_not_catch_them():
     try:
         ticks = Signal(child.pid, processes.read_start(child.pid), None, signal.SIGUSR1, 3, caught_only=True)
         sender = run_sender([ticks], 0.5)
-        assert child.poll() is None and sender.sent == 0 and sender.dropped == 3
+        assert child.poll() is None and sender.sent == 0
+        assert (sender.dropped, sender.merged) == (1, 2)  # a standard signal: one owed, two merged into it
     finally:
         child.kill()
         child.wait()

@@ -161,13 +161,15 @@ def exercise(mount: Mount, nobody_python) -> None:
         assert victim.stdout.readline() == "ready\n"
         # Root counts another user's process, with an overflow signal every 200 000 cycles.
         with ProcessCounters(victim.pid, mount=mount.path) as counters:
-            generation = counters.enable({0: user(0)}, {0: 200_000}, signal.SIGUSR1)
-            mount.control(f"advance {victim.pid} 2ms")
+            generation = counters.enable({0: user(0, interrupt=True)}, {0: 200_000}, signal.SIGUSR1)
+            for _ in range(2):  # one overflow each, each signal taken before the next
+                mount.control(f"advance {victim.pid} 1ms")
+                time.sleep(0.3)
             assert counters.read() == (generation, (2 * CYCLES_PER_MS,) + (0,) * 31)
             usage = counters.read_usage().fields
         # Its /proc/PID/io (mode 0400, ptrace-checked): Python read its modules.
         assert usage["pu_syscr"] > 0
-        time.sleep(0.5)  # the sender sends one at a time, each once the last is taken
+        time.sleep(0.2)
         out, _ = victim.communicate("done\n", timeout=10)
         assert int(out) == 2
     finally:
