@@ -18,7 +18,6 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <string.h>
 #include <sys/types.h>
 #include <ucontext.h>
 

@@ -804,7 +804,8 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 {
 	struct hwperfd_cpc_io io;
 
-	if (!CPC_SET_VALID_FLAGS(flags) || set->nreqs <= 0) {
+	/* EINVAL: "the set was not created with this cpc handle" (ERRORS) */
+	if (!CPC_SET_VALID_FLAGS(flags) || !set_valid(cpc, set) || set->nreqs <= 0) {
 		errno = EINVAL;
 		return -1;
 	}

@@ -8,10 +8,14 @@
  * read-only (as anyone may), and kept open close-on-exec.
  *
  * Errors: a value of 0 and errno set (the instructions had no way to fail;
- * a program that checks errno can tell).
+ * a program that checks errno can tell).  But rdpmc(n) for a counter the
+ * model does not have (the node's "counters N" line) faults as the
+ * instruction does: a general-protection fault, SIGSEGV (on x86 the real
+ * instruction raises it, with an index no CPU has).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +23,7 @@
 #include <machine/pctr.h>
 
 static int pctr_fd = -1;
+static int pctr_counters = -1;	/* the model's, from the node's text */
 
 static int pctr_open(void)
 {
@@ -61,14 +66,54 @@ pctrval pctr_rdtsc(void)
     return pctr_read(&st) < 0 ? 0 : st.pctr_tsc;
 }
 
+/* The model's counters: "counters N" in what reading the node shows. */
+static int pctr_count(int fd)
+{
+    char text[4096], *line;
+    ssize_t n;
+
+    if (pctr_counters >= 0)
+        return pctr_counters;
+    n = pread(fd, text, sizeof text - 1, 0);
+    if (n <= 0)
+        return PCTR_NUM;
+    text[n] = '\0';
+    line = strstr(text, "\ncounters ");
+    if (line == NULL)
+        return PCTR_NUM;
+    pctr_counters = atoi(line + strlen("\ncounters "));
+    return pctr_counters;
+}
+
+/* What rdpmc does with a counter the CPU does not have: #GP, SIGSEGV. */
+static void general_protection(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int lo, hi;
+
+    __asm__ volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(0xffffu));
+#endif
+    for (;;) {
+        /* Elsewhere as the kernel forces a fault: never blocked or ignored,
+         * and the faulting instruction runs again if a handler returns. */
+        sigset_t segv;
+
+        signal(SIGSEGV, SIG_DFL);
+        sigemptyset(&segv);
+        sigaddset(&segv, SIGSEGV);
+        sigprocmask(SIG_UNBLOCK, &segv, NULL);
+        raise(SIGSEGV);
+    }
+}
+
 pctrval pctr_rdpmc(int pmc)
 {
     struct pctrst st;
+    int fd = pctr_open();
 
-    if (pmc < 0 || pmc >= PCTR_NUM) {
-        /* the instruction would raise #GP */
-        errno = EINVAL;
+    if (fd < 0)
         return 0;
-    }
+    if (pmc < 0 || pmc >= PCTR_NUM || pmc >= pctr_count(fd))
+        general_protection();
     return pctr_read(&st) < 0 ? 0 : st.pctr_hwc[pmc];
 }

@@ -56,6 +56,10 @@ HWPERFD_CPC_MAXATTRS = 8
 HWPERFD_CPC_LWP = 0  # the calling thread (the cpc system call's curlwp)
 HWPERFD_CPC_PCTX = 1  # thread ci_id of process ci_pid (cpc_bind_pctx)
 HWPERFD_CPC_CPU = 2  # CPU ci_id, held by this open file (cpc_bind_cpu)
+# A sample's ci_flags (pctx only, for cputrack, which cannot stop the process
+# at an exec as libpctx did): answer the values at the LWP's oldest exec not
+# yet told, with this flag in the answer's ci_flags; without one, as a sample.
+HWPERFD_CPC_SAMPLE_EXECS = 1
 
 # Linux has no SIGEMT.  The daemon signals an overflow with this real-time
 # signal (SIGRTMAX - 2 on Linux); libcpc catches it and raises SIGEMT (our

@@ -178,6 +178,9 @@ class ThreadTable:
             raise CountersLimit(f"uid {owner} holds {self.per_user} counting contexts")
         if old is not None:
             self._drop(old)
+            # Dropping it may have let the clock forget the thread's time (the
+            # manual clock starts it again from 0): count from the time now.
+            times = self.clock.thread_times(pid, tid) or (0, 0)
         self._serial += 1
         pmu = PmuCpu(0, self.model, self.mhz, freeze=True)
         ctx = ThreadContext(service, pid, tid, start, owner, pmu, times, data, serial=self._serial)

@@ -30,7 +30,7 @@ import errno
 import itertools
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from construct import ConstructError
@@ -46,6 +46,9 @@ from structs import cpc as abi
 
 SERVICE = "cpc"  # the reservation's and the thread table's name for libcpc
 MAX_EXITED = 4096  # exited LWPs' final values kept for their binders (the oldest go first)
+MAX_EXECS = 8  # an LWP's exec values kept until its binder samples (the oldest go first)
+
+Told = tuple[list[int], int]  # a set's values and virtual tick, as a sample answers them
 
 
 class CpcError(Exception):
@@ -107,6 +110,7 @@ class LwpBinding:
     seen0: int  # the thread's CPU ns at bind, for the virtual tick
     gid: int = 0  # the binder's gid: with ctx.owner, who must still be allowed after an exec
     deferred: int = 0  # the call answered EINTR for an overflow: its retry takes effect
+    execs: list[Told] = field(default_factory=list)  # values at each exec not yet told (pctx)
 
 
 @dataclass
@@ -155,8 +159,9 @@ class CpcDevice:
         self.cpu_bindings: dict[int, CpuBinding] = {}
         self._cpu_seen = [clock.cpu_times(i) for i in range(len(cpus))]
         # Final values of exited LWPs that another process bound (cputrack
-        # reads them once after the exit): (pid, tid) -> (binder uid, values, tick).
-        self._exited: dict[tuple[int, int], tuple[int, list[int], int]] = {}
+        # reads them once after the exit): (pid, tid) -> (binder uid, values,
+        # tick, values at the execs before the exit not yet told).
+        self._exited: dict[tuple[int, int], tuple[int, list[int], int, list[Told]]] = {}
         self.signals_owed = 0
         if threads is not None:
             threads.register(SERVICE, inherit=self._inherit, on_inherited=self._start_inherited,
@@ -382,20 +387,29 @@ class CpcDevice:
     # -- the other calls ---------------------------------------------------------
 
     def _sample(self, io: Any, caller: Caller) -> None:
+        execs = io.ci_flags == abi.HWPERFD_CPC_SAMPLE_EXECS
+        if io.ci_flags and not (execs and io.ci_target == abi.HWPERFD_CPC_PCTX):
+            raise Invalid(f"sample flags {io.ci_flags:#x}")
+        io.ci_flags = 0
         if io.ci_target == abi.HWPERFD_CPC_CPU:
             binding = self._cpu_binding(io, caller)
             self._catch_up_cpu(binding.cpu)
             bset = binding.set
             tick = self.cpus.pmus[binding.cpu].tsc.at(self.clock.tsc_ns(binding.cpu)) - bset.tick_base
         else:
-            final = self._exited_values(io, caller)
+            final = self._exited_values(io, caller, execs)
             if final is not None:
-                values, tick = final
-                io.ci_data = values + [0] * (abi.HWPERFD_CPC_MAXREQS - len(values))
-                io.ci_nreqs, io.ci_hrtime, io.ci_tick = len(values), time.monotonic_ns(), tick
+                (values, tick), io.ci_flags = final
+                self._answer(io, values, tick)
                 return
             ctx = self._lwp_context(io, caller)
             self._still_valid(ctx)
+            told = ctx.data.execs
+            if told and execs:
+                io.ci_flags = abi.HWPERFD_CPC_SAMPLE_EXECS
+                self._answer(io, *told.pop(0))
+                return
+            told.clear()  # a plain sample: its caller does not follow execs
             bset = ctx.data.set
             self.catch_up(ctx)
             tick = self._tick(ctx.ran_ns - ctx.data.seen0)
@@ -404,21 +418,30 @@ class CpcDevice:
         io.ci_hrtime = time.monotonic_ns()
         io.ci_tick = tick
 
+    @staticmethod
+    def _answer(io: Any, values: list[int], tick: int) -> None:
+        io.ci_data = values + [0] * (abi.HWPERFD_CPC_MAXREQS - len(values))
+        io.ci_nreqs, io.ci_hrtime, io.ci_tick = len(values), time.monotonic_ns(), tick
+
     def _tick(self, ns: int) -> int:
         mhz = self.cpus.mhz
         return ns * mhz.numerator // (1000 * mhz.denominator)
 
-    def _exited_values(self, io: Any, caller: Caller) -> tuple[list[int], int] | None:
+    def _exited_values(self, io: Any, caller: Caller, execs: bool = False) -> tuple[Told, int] | None:
         """cpc_set_sample through a pctx on an LWP that has exited since:
-        its final values, once, to the user that bound it."""
+        its final values, once, to the user that bound it (with ``execs``,
+        first the values at each exec before the exit not yet told); and
+        the answer's flags."""
         if io.ci_target != abi.HWPERFD_CPC_PCTX:
             return None
         key = (int(io.ci_pid), self._lwp_tid(int(io.ci_pid), int(io.ci_id)))
         kept = self._exited.get(key)
         if kept is None or (kept[0] != caller.uid and caller.uid != 0):
             return None
+        if execs and kept[3]:
+            return kept[3].pop(0), abi.HWPERFD_CPC_SAMPLE_EXECS
         del self._exited[key]
-        return kept[1], kept[2]
+        return (kept[1], kept[2]), 0
 
     def _rele(self, io: Any, caller: Caller) -> None:
         if io.ci_target == abi.HWPERFD_CPC_CPU:
@@ -570,21 +593,33 @@ class CpcDevice:
         binding = ctx.data
         if not isinstance(binding, LwpBinding) or not binding.pctx:
             return False
-        return self._may_control(ctx.owner, binding.gid, binding.binder, ctx.pid)
+        if not self._may_control(ctx.owner, binding.gid, binding.binder, ctx.pid):
+            return False
+        # The binder learns of the exec at its next sample, with the values
+        # at it: libpctx stopped the process there, cputrack only looks.
+        binding.execs[: max(0, len(binding.execs) - MAX_EXECS + 1)] = []
+        binding.execs.append(self._values_now(ctx))
+        return True
 
     def _on_exit(self, ctx: ThreadContext) -> None:
         binding = ctx.data
         if not isinstance(binding, LwpBinding) or not binding.pctx:
             return
-        if self.threads is not None:
-            self.threads.catch_up(ctx)
-        binding.set.sync(ctx.cpu)
+        values, tick = self._values_now(ctx)
         if len(self._exited) >= MAX_EXITED:
             # The binder's own oldest goes first: one user's short-lived LWPs
             # never push out another's values.
             mine = next((key for key, (owner, *_) in self._exited.items() if owner == ctx.owner), None)
             self._exited.pop(mine if mine is not None else next(iter(self._exited)))
-        self._exited[(ctx.pid, ctx.tid)] = (ctx.owner, list(binding.set.values), self._tick(ctx.ran_ns - binding.seen0))
+        self._exited[(ctx.pid, ctx.tid)] = (ctx.owner, values, tick, binding.execs)
+
+    def _values_now(self, ctx: ThreadContext) -> Told:
+        """An LWP's set's values and virtual tick as of the thread's CPU time now."""
+        binding = ctx.data
+        if self.threads is not None:
+            self.threads.catch_up(ctx)
+        binding.set.sync(ctx.cpu)
+        return list(binding.set.values), self._tick(ctx.ran_ns - binding.seen0)
 
     def _catch_up_cpu(self, cpu: int) -> None:
         now = self.clock.cpu_times(cpu)

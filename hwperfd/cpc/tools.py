@@ -11,9 +11,11 @@ headings.  Both tools speak the same ioctls as libcpc.
 Where Linux differs (README, libcpc): cputrack follows its processes by
 looking at them every interval (Solaris's libpctx stopped them at each fork,
 exec and exit), so a child that forks and exits within one interval is not
-seen; LWP ids are 1 for a process's first thread and the Linux thread id for
-the others.  Counts at exit are exact: the daemon keeps an exited LWP's
-final values for the tool that bound it.
+seen; execs it learns from the daemon, which keeps the values at each (a
+sample with HWPERFD_CPC_SAMPLE_EXECS answers them first); LWP ids are 1
+for a process's first thread and the Linux thread id for the others.
+Counts at exit are exact: the daemon keeps an exited LWP's final values
+for the tool that bound it.
 """
 
 from __future__ import annotations
@@ -273,6 +275,7 @@ class Tracked:
     lwps: dict[int, Lwp] = field(default_factory=dict)
     child: bool = False  # ours to wait for
     done: bool = False
+    starting: bool = False  # bound before the exec that starts the command, which is no event
 
 
 class CpuTrack:
@@ -429,7 +432,7 @@ class CpuTrack:
             os._exit(127)
         os.close(gate_r)
         os.close(done_w)
-        proc = Tracked(pid, args[0], child=True)
+        proc = Tracked(pid, args[0], child=True, starting=True)
         self.procs[pid] = proc
         self.bind_lwp(proc, pid)
         if not proc.lwps:
@@ -472,9 +475,21 @@ class CpuTrack:
             self.row(proc.pid, lwpid, "init_lwp", lwp.last, 0, time.monotonic_ns(), self.sets[0].spec)
 
     def sample(self, proc: Tracked, lwp: Lwp) -> tuple[list[int], int, int] | None:
+        """The LWP's values, virtual tick and time - after first reporting
+        every exec the daemon saw it make since the last look (so an exec
+        and an exit within one look are both reported, in order).  None if
+        they cannot be read, or the process is no longer followed."""
+        while not proc.done:
+            got = self._sample(proc, lwp, abi.HWPERFD_CPC_SAMPLE_EXECS if lwp.tid == proc.pid else 0)
+            if got is None or not got[3]:
+                return got[:3] if got is not None else None
+            self.execed(proc, lwp, got[:3])
+        return None
+
+    def _sample(self, proc: Tracked, lwp: Lwp, flags: int) -> tuple[list[int], int, int, bool] | None:
         try:
             out = self.cpc.call(abi.HWPERFD_CPCIO_SAMPLE, ci_target=abi.HWPERFD_CPC_PCTX, ci_pid=proc.pid,
-                                ci_id=lwp.lwpid)  # fmt: skip
+                                ci_id=lwp.lwpid, ci_flags=flags)  # fmt: skip
         except CallError as exc:
             if exc.errno == errno.EAGAIN:
                 print(f"{proc.pid:6d}: tick: lwp{lwp.lwpid}: perf counter contents invalidated", file=sys.stderr)
@@ -483,7 +498,31 @@ class CpuTrack:
                       file=sys.stderr)  # fmt: skip
             return None
         n = len(self.sets[lwp.current].requests)
-        return list(out.ci_data[:n]), out.ci_tick, out.ci_hrtime
+        return list(out.ci_data[:n]), out.ci_tick, out.ci_hrtime, bool(out.ci_flags & abi.HWPERFD_CPC_SAMPLE_EXECS)
+
+    def execed(self, proc: Tracked, lwp: Lwp, at_exec: tuple[list[int], int, int]) -> None:
+        """The process exec'd (the daemon saw it; ``at_exec`` is the LWP's
+        sample at that moment): its counts so far, and with -e counting on
+        from zero under the new image, else the end of following it."""
+        if proc.starting:  # counted on, as before the exec
+            proc.starting = False
+            return
+        self.account(lwp, at_exec[0], at_exec[2])
+        self.finish(proc, "exec", sampled=frozenset({lwp.tid}))
+        self.note(proc.pid, 1, "exec", f"'{_image_name(proc.pid)}'")
+        proc.exe = _exe(proc.pid) or proc.exe
+        for each in proc.lwps.values():
+            each.totals = [[0] * len(s.requests) for s in self.sets]
+        if not self.follow_exec:
+            self.release(proc)
+            proc.done = True
+
+    def account(self, lwp: Lwp, values: list[int], hrtime: int) -> list[int]:
+        """Add what the LWP counted since the last sample to its totals; the period."""
+        period = [(v - last) % (1 << 64) for v, last in zip(values, lwp.last)]
+        lwp.totals[lwp.current] = [t + p for t, p in zip(lwp.totals[lwp.current], period)]
+        lwp.last, lwp.hrtime = values, hrtime
+        return period
 
     def tick(self, proc: Tracked) -> None:
         for tid in _tids(proc.pid):
@@ -498,10 +537,8 @@ class CpuTrack:
             if got is None:
                 continue
             values, tick, hrtime = got
-            period = [(v - last) % (1 << 64) for v, last in zip(values, lwp.last)]
             current = lwp.current
-            lwp.totals[current] = [t + p for t, p in zip(lwp.totals[current], period)]
-            lwp.last, lwp.hrtime = values, hrtime
+            period = self.account(lwp, values, hrtime)
             tick, lwp.last_tick = tick - lwp.last_tick, tick  # cpc_buf_sub: the period's ticks too
             self.row(proc.pid, lwp.lwpid, "tick", period, tick, hrtime, self.sets[current].spec)
             if len(self.sets) > 1:
@@ -514,15 +551,15 @@ class CpuTrack:
                 except CallError:
                     del proc.lwps[lwp.tid]
 
-    def finish(self, proc: Tracked, event: str) -> None:
-        """The process exited (or exec'd): its accumulated counts."""
+    def finish(self, proc: Tracked, event: str, sampled: frozenset[int] = frozenset()) -> None:
+        """The process exited (or exec'd): its accumulated counts (the LWPs
+        in ``sampled`` were sampled already)."""
         for lwp in list(proc.lwps.values()):
-            got = self.sample(proc, lwp)
+            got = self.sample(proc, lwp) if lwp.tid not in sampled else None
             if got is not None:
-                values, _, lwp.hrtime = got
-                period = [(v - last) % (1 << 64) for v, last in zip(values, lwp.last)]
-                lwp.totals[lwp.current] = [t + p for t, p in zip(lwp.totals[lwp.current], period)]
-                lwp.last = values
+                self.account(lwp, got[0], got[2])
+        if proc.done:
+            return  # an exec before the exit ended following the process
         for index, eset in enumerate(self.sets):
             totals = [sum(lwp.totals[index][i] for lwp in proc.lwps.values()) for i in range(len(eset.requests))]
             stamp = max((lwp.hrtime for lwp in proc.lwps.values()), default=time.monotonic_ns())
@@ -540,28 +577,30 @@ class CpuTrack:
     def check(self, proc: Tracked) -> None:
         """Exit, exec and fork, as far as looking can tell."""
         if proc.child:
-            try:
-                done, _ = os.waitpid(proc.pid, os.WNOHANG)
+            try:  # reaped after the last look: an exec still pending names the zombie's image
+                gone = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
             except ChildProcessError:
-                done = proc.pid
-            gone = done == proc.pid
+                gone = True
         else:
             gone = not os.path.exists(f"/proc/{proc.pid}") or _state(proc.pid) in ("Z", "X", None)
         if gone:
             self.finish(proc, "exit")
             self.release(proc)
             proc.done = True
+            if proc.child:
+                try:
+                    os.waitpid(proc.pid, 0)
+                except ChildProcessError:
+                    pass
             return
         exe = _exe(proc.pid)
-        if exe is not None and exe != proc.exe:
-            self.finish(proc, "exec")
-            self.note(proc.pid, 1, "exec", f"'{os.path.basename(exe.rsplit(':', 1)[0])}'")
+        if exe is not None and exe != proc.exe and proc.pid in proc.lwps:
+            # Looks like an exec: the daemon says whether it was one (a
+            # sample reports it); what it answers past the execs is left
+            # for the next tick's period.
             proc.exe = exe
-            for lwp in proc.lwps.values():
-                lwp.totals = [[0] * len(s.requests) for s in self.sets]
-            if not self.follow_exec:
-                self.release(proc)
-                proc.done = True
+            self.sample(proc, proc.lwps[proc.pid])
+            if proc.done:
                 return
         for child in _children(proc.pid):
             if child in self.procs:
@@ -609,6 +648,20 @@ def _tids(pid: int) -> list[int]:
         return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
     except (OSError, ValueError):
         return []
+
+
+def _image_name(pid: int) -> str:
+    """What the process runs now: its executable's name, else (a zombie's
+    executable is unreadable) its command name."""
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
 
 
 def _exe(pid: int) -> str | None:

@@ -9,7 +9,8 @@ without the process-events connector) or when perfex cannot count itself,
 perfex forks; the child blocks on a pipe until perfex has enabled counters
 on the child's pid, then execs the command (the Python child's own exit
 from perfex's memory is then counted too).  With -s the command is spawned
-uncounted and counting starts at SIGUSR1.  Descendants inherit the
+uncounted and counting starts at SIGUSR1 (one that came while perfex
+started counts it from its first instruction).  Descendants inherit the
 counters at fork and hwperfd folds their counts into their parent when the
 parent waits for them (r10k_counters(5)), so when the command exits its own
 file holds the whole tree's counts.  perfex waits with WNOWAIT, reads the
@@ -177,20 +178,30 @@ def run(
     dispositions = {sig: signal.SIG_IGN for sig in (signal.SIGINT, signal.SIGQUIT)}
     dispositions.update({sig: signal.SIG_DFL for sig in (signal.SIGCHLD, *control)})
     saved = {sig: signal.signal(sig, action) for sig, action in dispositions.items()}
+    # A SIGUSR1 that came while perfex started (held by hold_start_signals)
+    # came before the command ran: it is counted from its first instruction.
+    from_birth = not control or _take_pending(signal.SIGUSR1)
+    if control and from_birth:
+        notice("SIGUSR1: counting started")
     try:
-        return _run(argv, plan, mount, control, forwarded, waited, child_mask, notice)
+        return _run(argv, plan, mount, from_birth, forwarded, waited, child_mask, notice)
     finally:
         for sig, action in saved.items():
             signal.signal(sig, action)
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
-def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Measurement:
+def _take_pending(sig: int) -> bool:
+    """Accept ``sig`` if it is pending (blocked), without waiting."""
+    return sig in signal.sigpending() and signal.sigtimedwait({sig}, 0) is not None
+
+
+def _run(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice) -> Measurement:
     sys.stdout.flush()
     sys.stderr.flush()
-    spawned = _spawn_inheriting(argv, plan, mount, old_mask, counted=not control)
+    spawned = _spawn_inheriting(argv, plan, mount, old_mask, counted=from_birth)
     if spawned is None:
-        return _run_forked(argv, plan, mount, control, forwarded, waited, old_mask, notice)
+        return _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice)
     pid, generation, counters = spawned
     status = None
     try:
@@ -198,7 +209,7 @@ def _run(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Mea
             if counters is None:
                 counters = ProcessCounters(pid, mount=mount)
             counting = _Counting(counters, plan, notice)
-            if not control:
+            if from_birth:
                 counting.inherited(generation)
         except OSError as exc:
             raise PerfexError(f"cannot count pid {pid}: {_why(exc)}") from None
@@ -287,7 +298,7 @@ def _reap(pid: int) -> int | None:
         return None
 
 
-def _run_forked(argv, plan, mount, control, forwarded, waited, old_mask, notice) -> Measurement:
+def _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice) -> Measurement:
     go_read, go_write = os.pipe()  # both ends close on exec
     err_read, err_write = os.pipe()
     sys.stdout.flush()
@@ -302,7 +313,7 @@ def _run_forked(argv, plan, mount, control, forwarded, waited, old_mask, notice)
         try:
             counters = ProcessCounters(pid, mount=mount)
             counting = _Counting(counters, plan, notice)
-            if not control:
+            if from_birth:
                 counting.start()
         except OSError as exc:
             os.close(go_write)  # the child sees EOF and leaves without exec
@@ -329,9 +340,15 @@ def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice) -> 
     """Serve signals until the command exits; read its zombie's counts:
     (its text view, its name)."""
     try:
-        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        # The command's exit is seen through its SIGCHLD, in the order the
+        # signals are taken: a SIGUSR1 or SIGUSR2 still pending at the exit
+        # (perfex was slow to come here) is served first, as it came first.
+        while True:
             info = signal.sigwaitinfo(waited)
-            if info.si_signo == signal.SIGUSR1:
+            if info.si_signo == signal.SIGCHLD:
+                if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    break
+            elif info.si_signo == signal.SIGUSR1:
                 try:
                     if counting.start():
                         notice("SIGUSR1: counting started")

@@ -28,6 +28,11 @@ struct pctrst {
 	pctrval pctr_hwc[PCTR_NUM];	/* values of the hardware counters */
 };
 
+/* Bits of a Pentium (P5) counter function, as i386 OpenBSD names them. */
+#define P5CTR_K		0x40		/* count in kernel mode */
+#define P5CTR_U		0x80		/* count in user mode */
+#define P5CTR_C		0x100		/* count cycles rather than events */
+
 /* Bits of a counter function (PCIOCSx argument). */
 #define PCTR_U		0x010000	/* count in user mode */
 #define PCTR_K		0x020000	/* count in kernel mode */

@@ -77,6 +77,10 @@ typedef struct {
 #define	HWPERFD_CPC_PCTX	1	/* LWP ci_id of process ci_pid */
 #define	HWPERFD_CPC_CPU		2	/* CPU ci_id, held by the open file */
 
+/* sample ci_flags, pctx only (cputrack): answer the values at the LWP's
+ * oldest exec(2) not yet told, flagged so in the answer's ci_flags */
+#define	HWPERFD_CPC_SAMPLE_EXECS	1
+
 /*
  * Linux has no SIGEMT.  The daemon signals an overflow with this real-time
  * signal; libcpc catches it and raises SIGEMT in the same thread with

@@ -13,6 +13,8 @@
  *   sample                       cpc_set_sample: "ok V0 V1 ... tick T"
  *   preset INDEX VALUE           cpc_request_preset
  *   restart | unbind | enable | disable | newset
+ *   reopen                       later calls go through a second cpc_open
+ *                                handle; the set stays the first one's
  *   emt                          catch SIGEMT: count overflows, print each
  *   overflows                    "ok N" - SIGEMTs taken so far
  *   walk                         the model: npic, caps, names, events, attrs
@@ -182,6 +184,15 @@ int main(void)
 				fail();
 				continue;
 			}
+			printf("ok\n");
+		} else if (strcmp(argv[0], "reopen") == 0) {
+			cpc_t *other = cpc_open(CPC_VER_CURRENT);
+
+			if (other == NULL) {
+				fail();
+				continue;
+			}
+			cpc = other;  /* the first handle stays open: it owns the set */
 			printf("ok\n");
 		} else if (strcmp(argv[0], "newset") == 0) {
 			if (buf != NULL)

@@ -7,8 +7,6 @@
  *   - the handler's "(cpc_request_preset(cpc, ind1, val1) != 0)" lacks its
  *     "if", and ind1/val1 are Example 1's names: they are declared here
  *     and set to the request's index and PRESET after the request is added;
- *   - glibc's <string.h> declares index(3), so the page's global "index" is
- *     renamed by a macro before it is declared;
  *   - "==> Computation to be measured goes here <==" is, here, waiting for a
  *     line on stdin (the test moves the manual clock meanwhile), or with
  *     EXAMPLE2_SPIN=ms burning that much CPU time per iteration.
@@ -22,8 +20,6 @@
 #include <libcpc.h>
 #include <errno.h>
 #include <time.h>
-
-#define	index	request_index
 
 static int ind1;
 static uint64_t val1;

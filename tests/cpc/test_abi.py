@@ -16,7 +16,8 @@ CONSTANTS = [
     "CPC_INVALID_PICNUM", "CPC_INVALID_ATTRIBUTE", "CPC_ATTRIBUTE_OUT_OF_RANGE", "CPC_RESOURCE_UNAVAIL",
     "CPC_PIC_NOT_CAPABLE", "CPC_REQ_INVALID_FLAGS", "CPC_CONFLICTING_REQS", "CPC_ATTR_REQUIRES_PRIVILEGE",
     "CPC_PBIND_FAILED", "CPC_HV_NO_ACCESS", "HWPERFD_CPC_MAXREQS", "HWPERFD_CPC_EVLEN", "HWPERFD_CPC_MAXATTRS",
-    "HWPERFD_CPC_LWP", "HWPERFD_CPC_PCTX", "HWPERFD_CPC_CPU", "HWPERFD_CPC_SIGCARRIER", "SIGEMT", "EMT_CPCOVF",
+    "HWPERFD_CPC_LWP", "HWPERFD_CPC_PCTX", "HWPERFD_CPC_CPU", "HWPERFD_CPC_SAMPLE_EXECS",
+    "HWPERFD_CPC_SIGCARRIER", "SIGEMT", "EMT_CPCOVF",
     "HWPERFD_CPCIO_BIND", "HWPERFD_CPCIO_SAMPLE", "HWPERFD_CPCIO_RELE", "HWPERFD_CPCIO_PRESET",
     "HWPERFD_CPCIO_RESTART", "HWPERFD_CPCIO_ENABLE", "HWPERFD_CPCIO_DISABLE",
 ]  # fmt: skip
@@ -60,3 +61,13 @@ def test_the_header_packed_by_hand_is_the_construct_definitions():
         fast, slow = abi.parse_head(raw), abi.cpc_io_head.parse(raw)
         assert {k: fast[k] for k in slow if not k.startswith("_")} == {k: slow[k] for k in slow if not k.startswith("_")}
         assert abi.build_head(fast) == abi.cpc_io_head.build(slow) == raw
+
+
+def test_libcpc_h_leaves_string_h_names_to_the_program(tmp_path: Path):
+    """Solaris's <libcpc.h> does not pull in <string.h>: the page's Example 2
+    names a global ``index`` (glibc's <string.h> declares index(3))."""
+    source = tmp_path / "names.c"
+    source.write_text("#include <libcpc.h>\nint index;\nint main(void) { return index; }\n")
+    done = subprocess.run(["cc", "-Wall", "-Wno-builtin-declaration-mismatch", "-Werror", f"-I{ROOT / 'include'}",
+                           "-fsyntax-only", str(source)], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr

@@ -319,3 +319,33 @@ def test_a_long_period_overflows_once_a_period_on_the_manual_clock(intel, driver
         assert _wait_overflows(d, k).startswith(f"ok {k} ")
         assert d.values() == [0]
         assert d("restart") == "ok"
+
+
+def test_binding_again_without_unbind_counts_from_the_new_bind_at_once(sparc, driver):
+    """cpc_bind_curlwp(3CPC) NOTES: after an overflow, binding the set again
+    re-enables counting.  A second bind on an LWP that has a bound set (no
+    cpc_unbind between) counts from that bind on, at once, whatever the
+    thread ran under the first."""
+    d = driver(sparc)
+    assert d("add Cycle_cnt 0 2") == "ok 0"
+    assert d("bind") == "ok"
+    sparc.control(f"advance-thread {d.tid} 5ms")
+    assert d.values() == [5 * MS]
+    assert d("bind") == "ok"
+    assert d.values() == [0]
+    sparc.control(f"advance-thread {d.tid} 1ms")
+    assert d.values() == [MS]
+    assert d("sample").endswith(f"tick {MS}")
+
+
+def test_a_set_binds_only_through_the_handle_that_created_it(sparc, driver):
+    """cpc_bind_curlwp(3CPC) ERRORS: EINVAL for a set not created with this
+    cpc handle, as cpc_bind_pctx and cpc_bind_cpu answer; the set stays
+    unbound (sampling it is EINVAL too)."""
+    d = driver(sparc)
+    assert d("add Cycle_cnt 0 2") == "ok 0"
+    assert d("reopen") == "ok"
+    assert d("bind") == "err EINVAL"
+    assert d(f"bindpctx {d.proc.pid} 1") == "err EINVAL"
+    assert d("bindcpu 0") == "err EINVAL"
+    assert d("sample") == "err EINVAL"

@@ -4,6 +4,7 @@ failing while cpustat holds the counters."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -11,6 +12,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from hwperfd.cpc.device import MAX_EXECS
+from hwperfd.cpc.tools import CallError, Cpc
+from structs import cpc as abi
 from tests.conftest import NOBODY
 from tests.cpc.conftest import TIMEOUT, events
 
@@ -178,6 +184,85 @@ def test_cputrack_reports_an_exec_and_follows_it_only_with_e(sparc, tmp_path):
         execs = [r for r in rows if r.split()[2:3] == ["exec"]]
         assert execs[-1].endswith("# 'sleep'")
         assert (rows[-1].split()[2] == "exit") is follows
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
+def _until(check) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_cputrack_e_reports_an_exec_it_never_saw_with_the_counts_at_the_exec(sparc):
+    """cputrack -e learns of an exec from the daemon, not by looking at the
+    process in time (libpctx stopped the process at the exec): an exec and
+    an exit that both happen while cputrack cannot run (stopped here, slow
+    on a loaded machine) are both reported, in order, each with its counts."""
+    track = tool(sparc, "cputrack", "-e", "-T", "0.1", "-c", "Cycle_cnt", "sh", "-c", "read x; exec sleep 30")
+    assert track.stdout is not None and track.stdin is not None
+    assert track.stdout.readline() == "   time lwp      event      pic0 \n"
+    child = wait_child(track.pid)
+    sparc.control(f"advance {child} 2ms")
+    track.send_signal(signal.SIGSTOP)
+    try:
+        track.stdin.write("go\n")
+        track.stdin.flush()
+        _until(lambda: _comm(child) == "sleep")
+        sparc.control(f"advance {child} 3ms")
+        os.kill(child, signal.SIGKILL)
+        _until(lambda: _state(child) == "Z")  # not reaped: cputrack is stopped
+    finally:
+        track.send_signal(signal.SIGCONT)
+    out, err = track.communicate(timeout=TIMEOUT)
+    assert track.returncode == 0, err
+    rows = [r.split() for r in out.splitlines() if " tick " not in r]
+    assert rows == [
+        [rows[0][0], "1", "exec", str(2 * MS)],
+        [rows[1][0], "1", "exec", "#", "'sleep'"],
+        [rows[2][0], "1", "exit", str(3 * MS)],
+    ], out
+
+
+def test_an_lwp_keeps_the_values_of_its_last_execs_for_a_binder_that_asks(sparc, monkeypatch):
+    """The exec flag of a sample is for a pctx only, and an LWP keeps the
+    values at its last MAX_EXECS execs (a process exec'ing in a loop does
+    not grow the daemon)."""
+    monkeypatch.setenv("HWPERFD_MOUNT", str(sparc.path))
+    cpc = Cpc()
+    execs = MAX_EXECS + 3
+    proc = subprocess.Popen(["sh", "-c", "read x; exec " + "env " * (execs - 1) + "sleep 30"], stdin=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        target = {"ci_target": abi.HWPERFD_CPC_PCTX, "ci_pid": proc.pid, "ci_id": 1}
+        cpc.call(abi.HWPERFD_CPCIO_BIND, requests=cpc.strtoset("Cycle_cnt").requests, **target)
+        for flags, where in ((2, target), (abi.HWPERFD_CPC_SAMPLE_EXECS, {"ci_target": abi.HWPERFD_CPC_LWP})):
+            with pytest.raises(CallError) as refused:
+                cpc.call(abi.HWPERFD_CPCIO_SAMPLE, ci_flags=flags, **where)
+            assert refused.value.errno == errno.EINVAL
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        _until(lambda: _comm(proc.pid) == "sleep")
+
+        def told() -> int:
+            return cpc.call(abi.HWPERFD_CPCIO_SAMPLE, ci_flags=abi.HWPERFD_CPC_SAMPLE_EXECS, **target).ci_flags
+
+        assert [told() for _ in range(MAX_EXECS + 1)] == [abi.HWPERFD_CPC_SAMPLE_EXECS] * MAX_EXECS + [0]
+        cpc.call(abi.HWPERFD_CPCIO_RELE, **target)
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(cpc.fd)
 
 
 def test_cputrack_refuses_a_name_that_only_begins_with_a_number(sparc):

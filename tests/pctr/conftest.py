@@ -14,7 +14,7 @@ from structs.pctr import PCIOCS
 from tests.conftest import ROOT, running_hwperfd
 
 HERE = Path(__file__).resolve().parent
-PROGRAMS = ("rdtsc_timing", "read_set_read", "p6_two_counters", "amd_four_counters")
+PROGRAMS = ("rdtsc_timing", "read_set_read", "p6_two_counters", "amd_four_counters", "rdpmc_one")
 MHZ = 1000  # 1 ms of CPU time = 1 000 000 cycles
 
 

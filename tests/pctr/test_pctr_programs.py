@@ -10,6 +10,7 @@ mispredicted branches 0.006 per cycle).
 from __future__ import annotations
 
 import os
+import signal
 import re
 import stat
 import subprocess
@@ -132,3 +133,19 @@ def test_hwperfd_run_sends_dev_pctr_to_the_mount(intel, pctr_programs):
         [str(pctr_programs["read_set_read"])], input="", capture_output=True, text=True, env=env, check=False
     )
     assert plain.returncode == 1 and "/dev/pctr" in plain.stderr  # no such device on Linux without the shim
+
+
+def test_rdpmc_of_a_counter_the_model_lacks_faults_as_the_instruction_does(intel, amd, manual_mount, pctr_programs):
+    """rdpmc with a counter index the CPU does not have raises a general
+    protection fault: the program gets SIGSEGV, not a 0 it could take for a
+    count.  The Intel model has 2 counters, the AMD 4, the R10000 none pctr
+    knows."""
+    def rdpmc(mount, n: int) -> subprocess.CompletedProcess:
+        return subprocess.run([str(pctr_programs["rdpmc_one"]), str(n)], capture_output=True, text=True,
+                              env=mount.env(), timeout=30)  # fmt: skip
+
+    assert rdpmc(intel, 1).returncode == 0
+    for mount, n in ((intel, 2), (intel, 3), (intel, -1), (amd, 4), (manual_mount, 0)):
+        done = rdpmc(mount, n)
+        assert done.returncode == -signal.SIGSEGV and done.stdout == "", (mount.path, n, done)
+    assert rdpmc(amd, 3).stdout == "0\n"

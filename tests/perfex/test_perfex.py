@@ -501,6 +501,36 @@ def test_a_sigusr1_as_perfex_starts_does_not_kill_it(manual_mount, args):
     assert "Cycles" in err
 
 
+_LATE_START = """
+import os, signal, sys
+from hwperfd.client import ProcessCounters
+from hwperfd.perfex import runner
+from hwperfd.perfex.plan import choose
+waited = {signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2}
+signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+pid = os.posix_spawnp("true", ["true"], os.environ)
+os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+os.kill(os.getpid(), signal.SIGUSR1)  # came before perfex looked
+counters = ProcessCounters(pid)
+counting = runner._Counting(counters, choose([0], "r10000"), print)
+runner._wait_and_read(["true"], pid, counters, counting, set(), waited, print)
+print("started" if counting.started else "not started")
+"""
+
+
+def test_s_a_sigusr1_pending_when_the_command_has_exited_still_starts(manual_mount):
+    """perfex -s serves the signals in the order they came: a SIGUSR1 sent
+    while the command ran, still pending when perfex (slow on a loaded
+    machine) first looks and finds the command gone, starts the counting
+    all the same."""
+    result = subprocess.run(
+        [sys.executable, "-c", _LATE_START], capture_output=True, text=True, env=manual_mount.env(), cwd=ROOT,
+        timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["SIGUSR1: counting started", "started"], result.stdout
+
+
 def test_s_descendants_keep_counting_and_their_counts_are_kept(perfex, programs):
     """perfex(1) -s: "counting for descendants of the child will not be
     affected": a child forked while counting counts on after SIGUSR2, and

@@ -188,6 +188,21 @@ def test_released_user_counters_are_not_displaced(me, control, manual_mount, sle
         assert other.read() == (gen, (CYCLES_PER_MS,) + (0,) * 31)
 
 
+def test_setevctrl_restarting_released_counters_is_ebusy_under_system_mode(me, control, manual_mount, sleeper):
+    """PIOCSETEVCTRL on released counters acquires them again (PAPI_start
+    after PAPI_stop), so system mode refuses it as it does PIOCENEVCTRS;
+    nothing changes, and once system mode goes the same call restarts."""
+    with ProcessCounters(sleeper.pid, mount=manual_mount.path) as other:
+        gen = other.enable({0: user(0)})
+        manual_mount.control(f"advance {sleeper.pid} 1ms")
+        other.release()
+        me.enable({0: spec(0, K)})
+        assert errno_of(other.set_control, {0: user(0)}) == errno.EBUSY
+        assert other.read() == (gen, (CYCLES_PER_MS,) + (0,) * 31)
+        me.release()
+        assert other.set_control({0: user(0)}) == gen + 1
+
+
 def test_system_mode_from_proc_can_be_changed_and_released_through_syssgi(me, control, manual_mount):
     gen = me.enable({0: spec(0, K)})
     manual_mount.control("advance-cpu 0 0 10ms")
