@@ -581,13 +581,13 @@ struct perfctr_cpus_info *perfctr_cpus_info(int fd)
     return info;
 }
 
-/* Counters of the emulated CPUs: Core 2 and K8 as hwperfd models them (the
-   emulated Core 2 has its two general counters, no fixed-function ones). */
+/* Counters of the emulated CPUs, as perfctr 2.6's usr.lib/x86.c counts them:
+   a Core 2's two general and three fixed-function counters, a K8's four. */
 unsigned int perfctr_info_nrctrs(const struct perfctr_info *info)
 {
     switch (info->cpu_type) {
     case PERFCTR_X86_INTEL_CORE2:
-	return 2;
+	return 5;
     case PERFCTR_X86_AMD_K8:
 	return 4;
     default:

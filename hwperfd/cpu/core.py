@@ -39,6 +39,11 @@ X86_EDGE = 1 << 18
 X86_INT = 1 << 20
 X86_EN = 1 << 22
 X86_INV = 1 << 23
+# A fixed-function counter's 4-bit field of IA32_FIXED_CTR_CTRL (Intel SDM
+# vol. 3B 18.4.1): a register of a fixed counter holds its own field.
+FIXED_OS = 0x1
+FIXED_USR = 0x2
+FIXED_PMI = 0x8
 # MIPS R10000 performance control register (r10k_counters(5)).
 MIPS_EXL, MIPS_K, MIPS_S, MIPS_U, MIPS_IE = 0x1, 0x2, 0x4, 0x8, 0x10
 MIPS_EVENT_SHIFT = 5
@@ -70,7 +75,14 @@ class Selection(NamedTuple):
 
 
 def decode(model: CpuModel, counter: int, evntsel: int) -> Selection:
-    """Decode one counter's control word in the model's layout."""
+    """Decode one counter's control word in the model's layout (a
+    fixed-function counter's: its FIXED_CTR_CTRL field)."""
+    if counter >= model.counters:
+        ctrl = evntsel & 0xF
+        counting = bool(ctrl & (FIXED_OS | FIXED_USR))
+        event = model.fixed[counter - model.counters] if counting else None
+        return Selection(event, bool(ctrl & FIXED_USR), bool(ctrl & FIXED_OS), False, bool(ctrl & FIXED_PMI),
+                         Fraction(1))  # fmt: skip
     if model.control == "x86":
         if not evntsel & X86_EN:
             return Selection(None, False, False, False, False, Fraction(0))
@@ -157,7 +169,7 @@ class PmuCpu:
         self.model = model
         self.mhz = mhz
         self.tsc = Tsc(mhz)
-        self._regs = [_Register(selection=decode(model, i, 0)) for i in range(model.counters)]
+        self._regs = [_Register(selection=decode(model, i, 0)) for i in range(model.registers)]
         self.version = 0  # bumped by every register write: what was derived from them is stale
 
     # -- registers (wrmsr / rdmsr / rdpmc) --
@@ -298,7 +310,7 @@ class PmuCpu:
         return overflows
 
     def _check(self, counter: int) -> int:
-        if not 0 <= counter < self.model.counters:
+        if not 0 <= counter < self.model.registers:
             raise ControlError(f"no counter {counter} on the {self.model.name}")
         return counter
 

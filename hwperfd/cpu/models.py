@@ -13,7 +13,10 @@ Sources, per model:
 * ``intel``: OpenBSD pctr(4) (two 40-bit counters, the event-select bits),
   and every event code, name and flag OpenBSD's pctr(1) lists for Intel
   Core CPUs on amd64 (``usr.bin/pctr/pctrvar.h`` 1.3, ``corefn``), so that
-  pctr(1) names and accepts what OpenBSD's does.
+  pctr(1) names and accepts what OpenBSD's does; and the Core 2's three
+  fixed-function counters as perfctr 2.6 drives them (``drivers/perfctr/x86.c``:
+  instructions retired, core cycles, reference cycles; one 4-bit field each
+  in FIXED_CTR_CTRL), which pctr(4) does not know.
 * ``amd``: pctr(4) (four 48-bit counters, read as 40 bits) and every code
   and name of pctr(1)'s AMD list (``amdfn``).
 * ``ultrasparc``: the UltraSPARC I/II event names of illumos's
@@ -77,6 +80,10 @@ class CpuModel:
     events: tuple[ModelEvent, ...]
     overflow_interrupt: bool = True
     overflow_identified: bool = True  # the handler learns which counter overflowed
+    # Fixed-function counters, each counting one event: registers
+    # ``counters .. counters + len(fixed) - 1`` of a ``PmuCpu``, after the general ones.
+    fixed: tuple[ModelEvent, ...] = ()
+    cpuid: tuple[int, int, int] = (0, 0, 0)  # family, model, stepping (x86: what CPUID leaf 1 says)
     _by_code: Mapping[int, tuple[ModelEvent, ...]] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False
     )
@@ -86,6 +93,11 @@ class CpuModel:
         for event in self.events:
             index.setdefault(event.code, []).append(event)
         object.__setattr__(self, "_by_code", MappingProxyType({k: tuple(v) for k, v in index.items()}))
+
+    @property
+    def registers(self) -> int:
+        """General and fixed-function counters together."""
+        return self.counters + len(self.fixed)
 
     @property
     def modulus(self) -> int:
@@ -273,6 +285,17 @@ f0 | PREF_RQSTS_UP | | | Upward hardware prefetches to L2.
 f8 | PREF_RQSTS_DN | | | Downward hardware prefetches to L2.
 """)
 
+# Core 2's fixed-function counters (Intel SDM vol. 3B 18.4.1; perfctr 2.6 x86.c
+# maps FIXED_CTR n to pmc_map 0x40000000 + n).  The reference clock runs at
+# the core clock: the emulated CPU never changes its frequency.
+_INTEL_FIXED = (
+    ModelEvent(0xC0, "INST_RETIRED.ANY", "Instructions retired (fixed-function counter 0).",
+               _k("graduated_instructions")),
+    ModelEvent(0x3C, "CPU_CLK_UNHALTED.CORE", "Core cycles not halted (fixed-function counter 1).", _k("cycles")),
+    ModelEvent(0x13C, "CPU_CLK_UNHALTED.REF", "Reference cycles not halted (fixed-function counter 2).",
+               _k("cycles")),
+)  # fmt: skip
+
 # -- AMD: pctr(1)'s "amdfn" table, all of its codes and names -----------------------
 
 _AMD = _rows("""
@@ -401,13 +424,16 @@ MODELS: Mapping[str, CpuModel] = MappingProxyType(
     {
         "r10000": _mips(CPU_EVENTS["r10000"], "MIPS R10000 (revision 3.x)", 195),
         "r12000": _mips(CPU_EVENTS["r12000"], "MIPS R12000", 300),
-        # pctr(4): "Intel processors have two 40-bit performance counters".
-        "intel": CpuModel("intel", "Intel Core 2 (2 general counters)", "amd64", "GenuineIntel", 2400,
-                          2, 40, 40, "x86", _INTEL),
+        # pctr(4): "Intel processors have two 40-bit performance counters";
+        # a Core 2 (family 6 model 15, Merom/Conroe) adds three 40-bit
+        # fixed-function ones.
+        "intel": CpuModel("intel", "Intel Core 2 (2 general, 3 fixed-function counters)", "amd64",
+                          "GenuineIntel", 2400, 2, 40, 40, "x86", _INTEL, fixed=_INTEL_FIXED, cpuid=(6, 15, 6)),
         # pctr(4): "AMD processors have four 48-bit counters, their precision
-        # is decreased to 40 bits".
+        # is decreased to 40 bits".  Family 15 model 5 stepping 1 (an Opteron
+        # of revision B): perfctr 2.6 calls it PERFCTR_X86_AMD_K8, not K8C.
         "amd": CpuModel("amd", "AMD Athlon 64 / Opteron (K8)", "amd64", "AuthenticAMD", 2200,
-                        4, 48, 40, "x86", _AMD),
+                        4, 48, 40, "x86", _AMD, cpuid=(15, 5, 1)),
         # us234_pcbe.c: UltraSPARC I&II raise no overflow interrupt (the PCBE
         # clears CPC_CAP_OVERFLOW_INTERRUPT) and cannot tell which PIC overflowed.
         "ultrasparc": CpuModel("ultrasparc", "Sun UltraSPARC II (2 PICs)", "sparc64", "Sun", 400,

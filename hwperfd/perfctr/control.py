@@ -2,9 +2,14 @@
 and ``p6_like_check_control``), in the driver's order, for the emulated models.
 
 Both models take the P6-like path: the Intel model is a Core 2 (separate
-ENable bits in every event select), the AMD model a K8 (``is_k7``: four
-counters, every event select enabled).  perfctr does not look at the event
-code: an event the model does not know counts 0, as unknown codes did.
+ENable bits in every event select, two general counters and three
+fixed-function ones), the AMD model a K8 (``is_k7``: four counters, every
+event select enabled).  perfctr does not look at the event code: an event
+the model does not know counts 0, as unknown codes did.
+
+A Core 2's fixed-function counter n is ``pmc_map`` ``0x40000000 + n`` (what
+RDPMC takes); its event select is checked like any other, and only its CPL
+and INT bits reach the counter, as its FIXED_CTR_CTRL field.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hwperfd.cpu.core import CpuControl, CpuState, PmcState, ireload, mk_cstatus
+from hwperfd.cpu.core import FIXED_OS, FIXED_PMI, FIXED_USR, CpuControl, CpuState, PmcState, ireload, mk_cstatus
 from hwperfd.cpu.models import CpuModel
 
 P6_EVNTSEL_ENABLE = 0x00400000
 P6_EVNTSEL_INT = 0x00100000
 P6_EVNTSEL_CPL = 0x00030000
 P6_EVNTSEL_RESERVED = 0x00280000
+P6_EVNTSEL_OS = 0x00020000
+P6_EVNTSEL_USR = 0x00010000
+CORE2_PMC_FIXED_FLAG = 0x40000000
 
 
 class ControlRefused(Exception):
@@ -72,21 +80,40 @@ def x86_cstatus(tsc_on: bool, nractrs: int, nrictrs: int) -> int:
     return mk_cstatus(tsc_on, nractrs, nrictrs) | ((nractrs + nrictrs) << 8)
 
 
+def register(model: CpuModel, pmc: int) -> int | None:
+    """The ``PmuCpu`` register ``pmc_map`` value ``pmc`` names, or None
+    (p6_like_check_control: FIXED_CTR n is counter p6_nr_pmcs + n)."""
+    if not model.fixed:
+        return pmc if pmc < model.counters else None
+    if pmc & CORE2_PMC_FIXED_FLAG:
+        index = model.counters + (pmc & ~CORE2_PMC_FIXED_FLAG)
+        return index if index < model.registers else None
+    return pmc if pmc < model.counters else None
+
+
+def fixed_ctrl(evntsel: int) -> int:
+    """A fixed-function counter's FIXED_CTR_CTRL field from its event select
+    (x86.c: CPL.OS to bit 0, CPL.USR to bit 1, INT to the PMI bit 3)."""
+    return ((FIXED_OS if evntsel & P6_EVNTSEL_OS else 0) | (FIXED_USR if evntsel & P6_EVNTSEL_USR else 0)
+            | (FIXED_PMI if evntsel & P6_EVNTSEL_INT else 0))  # fmt: skip
+
+
 def check(model: CpuModel, control: PerfctrControl, *, pcint: bool = True) -> None:
     """Raise what perfctr_cpu_update_control would return for ``control``."""
     if control.nrictrs and not pcint:
         raise Forbidden("i-mode counters need overflow interrupts")
     nractrs = control.nractrs
     nrctrs = (nractrs + control.nrictrs) & 0xFFFFFFFF
-    if nrctrs < nractrs or nrctrs > model.counters:
-        raise Invalid(f"{nractrs}+{control.nrictrs} counters asked, the {model.name} has {model.counters}")
+    if nrctrs < nractrs or nrctrs > model.registers:
+        raise Invalid(f"{nractrs}+{control.nrictrs} counters asked, the {model.name} has {model.registers}")
     separate_enables = True  # Core 2 and K8: every evntsel has its ENable bit
     used = 0
     for i in range(nrctrs):
         pmc = control.pmc_map[i]
-        if pmc >= model.counters or used & (1 << pmc):
-            raise Invalid(f"pmc_map[{i}] = {pmc}: no such counter, or used twice")
-        used |= 1 << pmc
+        index = register(model, pmc)
+        if index is None or used & (1 << index):
+            raise Invalid(f"pmc_map[{i}] = {pmc:#x}: no such counter, or used twice")
+        used |= 1 << index
         evntsel = control.evntsel[i]
         if evntsel & P6_EVNTSEL_RESERVED:
             raise Forbidden(f"evntsel[{i}] = {evntsel:#x} sets reserved bits {evntsel & P6_EVNTSEL_RESERVED:#x}")
@@ -103,16 +130,23 @@ def check(model: CpuModel, control: PerfctrControl, *, pcint: bool = True) -> No
             raise Invalid(f"ireset[{i}] = {control.ireset[i]} must be negative")
 
 
-def take(state: CpuState, control: PerfctrControl, sums: list[int] | None = None) -> None:
-    """Install checked control data; per-counter sums carry on by index from
-    ``sums`` (the caller resets those not preserved), i-mode counters are
-    preset on resume."""
+def take(model: CpuModel, state: CpuState, control: PerfctrControl, sums: list[int] | None = None) -> None:
+    """Install checked control data: each counter on the register its
+    ``pmc_map`` names, a fixed-function one programmed with its FIXED_CTR_CTRL
+    field; per-counter sums carry on by index from ``sums`` (the caller
+    resets those not preserved), i-mode counters are preset on resume."""
     n = control.nractrs + control.nrictrs
     old = sums or []
+    registers: list[int] = []
+    words: list[int] = []
+    for pmc, evntsel in zip(control.pmc_map[:n], control.evntsel[:n]):
+        index = register(model, pmc)
+        assert index is not None, "take() after check()"
+        registers.append(index)
+        words.append(fixed_ctrl(evntsel) if index >= model.counters else evntsel & 0xFFFFFFFF)
     state.control = CpuControl(
-        bool(control.tsc_on), control.nractrs, control.nrictrs,
-        control.pmc_map[:n], tuple(e & 0xFFFFFFFF for e in control.evntsel[:n]), control.ireset[:n],
+        bool(control.tsc_on), control.nractrs, control.nrictrs, tuple(registers), tuple(words), control.ireset[:n],
     )  # fmt: skip
     state.cstatus = x86_cstatus(bool(control.tsc_on), control.nractrs, control.nrictrs)
-    state.pmc = [PmcState(control.pmc_map[i], sum=old[i] if i < len(old) else 0) for i in range(n)]
+    state.pmc = [PmcState(registers[i], sum=old[i] if i < len(old) else 0) for i in range(n)]
     ireload(state)

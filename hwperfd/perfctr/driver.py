@@ -390,7 +390,7 @@ class Virtual:
         perfctr.state.cstatus = 0
         perfctr.sync()
         ctl.check(self.cpus.model, request, pcint=self.cpus.model.overflow_interrupt)
-        ctl.take(perfctr.state, request, perfctr.sums)
+        ctl.take(self.cpus.model, perfctr.state, request, perfctr.sums)
         perfctr.user = request
         if not perfctr.state.cstatus:
             return
@@ -466,7 +466,7 @@ class GlobalPerfctr:
         state.pmc = []
         state.cstatus = 0
         ctl.check(self.cpus.model, request)
-        ctl.take(state, request)
+        ctl.take(self.cpus.model, state, request)
         self.users[cpu] = request
         if state.cstatus:
             self.nr_active += 1
@@ -688,8 +688,10 @@ class PerfctrDevice:
             f"abi_version {abi.PERFCTR_ABI_VERSION:#010x}",
             f"driver_version {abi.DRIVER_VERSION}",
             f"model {model.name}",
+            f"vendor {model.vendor}",
+            "cpuid {} {} {}".format(*model.cpuid),  # family, model, stepping
             f"cpu_type {abi.CPU_TYPES.get(model.name, abi.PERFCTR_X86_GENERIC)}",
-            f"counters {model.counters if self.supported else 0}",
+            f"counters {model.registers if self.supported else 0}",
             f"cpu_khz {int(self.cpus.mhz * 1000)}",
             f"cpus {len(self.cpus)}",
             f"vperfctrs {sum(1 for _ in self.virtual.threads.contexts(SERVICE))}",

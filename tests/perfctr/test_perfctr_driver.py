@@ -28,6 +28,7 @@ MS = 1_000_000
 USR, OS_, INT, EN = 1 << 16, 1 << 17, 1 << 20, 1 << 22
 INST_RETIRED = 0xC0
 CYCLES = 0x3C
+FIXED = 0x40000000  # pmc_map of Core 2's fixed-function counter 0 (x86.c CORE2_PMC_FIXED_FLAG)
 
 
 def control(nractrs=0, nrictrs=0, evntsel=(), pmc_map=None, ireset=(), tsc_on=1, si_signo=0, preserve=0, flags=0):
@@ -141,8 +142,12 @@ def test_stop_leaves_the_sums_and_stops_counting(intel, vp):
 @pytest.mark.parametrize(
     "kwargs, code",
     [
-        (dict(nractrs=3, evntsel=[CYCLES | USR | EN] * 3), errno.EINVAL),  # Core 2 has 2
-        (dict(nractrs=1, evntsel=[CYCLES | USR | EN], pmc_map=[2]), errno.EINVAL),
+        (dict(nractrs=6, evntsel=[CYCLES | USR | EN] * 6), errno.EINVAL),  # Core 2 has 2 + 3
+        (dict(nractrs=1, evntsel=[CYCLES | USR | EN], pmc_map=[2]), errno.EINVAL),  # general: 0 and 1
+        (dict(nractrs=1, evntsel=[CYCLES | USR | EN], pmc_map=[FIXED | 3]), errno.EINVAL),  # fixed: 0-2
+        (dict(nractrs=2, evntsel=[CYCLES | USR | EN] * 2, pmc_map=[FIXED | 1] * 2), errno.EINVAL),
+        (dict(nractrs=1, evntsel=[CYCLES | USR], pmc_map=[FIXED | 1]), errno.EINVAL),  # fixed, no ENable
+        (dict(nractrs=1, evntsel=[CYCLES | EN], pmc_map=[FIXED | 1]), errno.EINVAL),  # fixed, CPL 0
         (dict(nractrs=2, evntsel=[CYCLES | USR | EN] * 2, pmc_map=[1, 1]), errno.EINVAL),
         (dict(nractrs=1, evntsel=[CYCLES | USR | EN | (1 << 19)]), errno.EPERM),  # reserved (pin control)
         (dict(nractrs=1, evntsel=[CYCLES | USR | EN | (1 << 21)]), errno.EPERM),  # reserved (any-thread)
@@ -158,6 +163,33 @@ def test_control_validation_errnos(vp, kwargs, code):
     with pytest.raises(OSError) as exc:
         vp.control(control(**kwargs))
     assert exc.value.errno == code
+
+
+def test_the_fixed_function_counters_count_their_own_event_in_the_modes_asked(intel, vp):
+    """Core 2's FIXED_CTR0-2 (pmc_map 0x40000000 + n) count instructions
+    retired, core cycles and reference cycles whatever the event code; only
+    the event select's CPL bits reach them (x86.c p6_like_check_control),
+    and they count beside both general counters - what PAPI's Core 2 tables
+    put PAPI_TOT_INS, PAPI_TOT_CYC and PAPI_REF_CYC on."""
+    sel = [CYCLES | USR | EN, INST_RETIRED | USR | OS_ | EN, USR | EN, 0x13C | OS_ | EN, INST_RETIRED | USR | EN]
+    vp.control(control(5, 0, sel, pmc_map=[0, 1, FIXED | 1, FIXED | 2, FIXED]))
+    advance(intel, "2ms", "1ms")
+    st = vp.state()
+    assert st.cstatus == (1 << 31) | (5 << 8) | 5
+    assert st.sum.pmc[:5] == [2 * MS, 3 * MS * 8 // 10, 2 * MS, MS, 2 * MS * 8 // 10]
+    read = abi.vperfctr_control.parse(fcntl.ioctl(vp.fd, abi.VPERFCTR_READ_CONTROL, bytes(abi.VPERFCTR_CONTROL_SIZE)))
+    assert list(read.cpu_control.pmc_map[:5]) == [0, 1, FIXED | 1, FIXED | 2, FIXED]  # as given
+
+
+def test_amd_has_no_fixed_function_counters(amd):
+    vp = Vperfctr(amd)
+    try:
+        with pytest.raises(OSError) as exc:
+            vp.control(control(1, 0, [CYCLES | USR | EN], pmc_map=[FIXED]))
+        assert exc.value.errno == errno.EINVAL
+        vp.control(control(4, 0, [0x76 | USR | EN] * 4))  # its four general counters
+    finally:
+        vp.close()
 
 
 def test_reserved_bits_are_checked_before_the_enable_bit(vp):

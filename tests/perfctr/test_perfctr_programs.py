@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 import subprocess
+import sys
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_self_monitoring_counts_exactly(intel, perfctr_programs, nobody):
     out, err = proc.communicate("\n", timeout=30)
     assert proc.returncode == 0, err
     out = "".join(seen) + out
-    assert "cpu_type\t\t18 (Intel Core 2)" in out and "cpu_nrctrs\t\t2" in out
+    assert "cpu_type\t\t18 (Intel Core 2)" in out and "cpu_nrctrs\t\t5" in out
     assert "cpus\t\t\t[0,1], total: 2" in out
     assert "evntsel[1]\t\t0x0043003C" in out
     lines = {line.split()[0]: fields(line) for line in out.splitlines() if "=" in line}
@@ -238,3 +239,17 @@ def test_a_thread_that_exits_keeps_its_last_run_in_its_counts_under_the_real_clo
     # a little after the thread's last clock read (its exit path)
     assert result["ran_ns"] >= 60 * MS
     assert result["ran_ns"] * 97 // 100 <= result["pmc0"] <= result["ran_ns"] * 110 // 100 + MS
+
+
+@pytest.mark.parametrize("model, pmu", [("intel", "36"), ("amd", "16,15,5,1"), ("mips", "")])
+def test_hwperfd_run_tells_libpfm_the_mounts_cpu(request, model, pmu):
+    """libpfm 3 (PAPI's perfctr event library) asks the host's CPUID for the
+    PMU; hwperfd-run names the model's instead: Core 2 (PMU 36), a K8 of
+    revision B (PMU 16 with family, model and stepping), none on MIPS."""
+    mount = request.getfixturevalue(model)
+    env = {k: v for k, v in mount.env().items() if k != "LIBPFM_FORCE_PMU"}
+    show = [sys.executable, "-m", "hwperfd.run", "sh", "-c", 'echo "pmu=[$LIBPFM_FORCE_PMU]"']
+    out = subprocess.run(show, env=env, capture_output=True, text=True, check=True).stdout
+    assert out == f"pmu=[{pmu}]\n"
+    out = subprocess.run(show, env={**env, "LIBPFM_FORCE_PMU": "16"}, capture_output=True, text=True, check=True)
+    assert out.stdout == "pmu=[16]\n"  # the user's choice stands
