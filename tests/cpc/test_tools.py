@@ -114,7 +114,7 @@ def test_help_lists_the_events_and_attributes(intel):
     done = subprocess.run([sys.executable, "-m", "hwperfd.cpc.tools", "cpustat", "-h"], capture_output=True,
                           text=True, env=intel.env(), timeout=TIMEOUT)  # fmt: skip
     assert done.returncode == 0
-    assert "\tCPU performance counter interface: Intel Core 2 (2 general counters)\n" in done.stdout
+    assert "\tCPU performance counter interface: Intel Core 2 (2 general, 3 fixed-function counters)\n" in done.stdout
     assert "event[0-1]: " in done.stdout and "INST_RET" in done.stdout and "PAPI_tot_cyc" in done.stdout
     assert re.search(r"attributes: edge inv umask cmask nouser sys", done.stdout)
 
