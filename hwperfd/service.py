@@ -74,8 +74,7 @@ class Daemon:
         self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
         self.signals = SignalSender()
         self.kernel = CounterKernel(
-            self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe, gone=self._gone,
-            cancel=self.signals.cancel,
+            self.cpus, self.clock, signal=self.signals.owe, gone=self._gone, cancel=self.signals.cancel
         )
         self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
         # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
@@ -117,11 +116,6 @@ class Daemon:
         )
         if self.fs.state_pages is not None:
             self.fs.state_pages.on_retire = self.fs.fast.drop_page
-
-    @staticmethod
-    def _is_running(pid: int) -> bool:
-        info = processes.read_process(pid)
-        return info is not None and info.running
 
     def _status(self) -> list[str]:
         return [
