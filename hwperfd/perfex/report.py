@@ -25,7 +25,6 @@ EVENT_WIDTH = 2 + 1 + NAME_WIDTH + 1 + COUNT_WIDTH  # 79
 COST_LINE = EVENT_WIDTH + 3 * (TIME_WIDTH + 1)  # 118
 STAT_NAME_WIDTH = EVENT_WIDTH
 STAT_LINE = STAT_NAME_WIDTH + 1 + TIME_WIDTH
-CYCLES_EVENTS = {"r10000": (0, 16), "r12000": (0,)}
 
 
 class EventResult:
@@ -126,13 +125,12 @@ def event_seconds(costs: CostTable, number: int, count: float, mhz: float) -> di
 
 
 def cost_order(cpu_type: str, entries: Sequence[tuple[int, float]], costs: CostTable, mhz: float) -> list[int]:
-    """Indexes of ``entries`` (number, count), most costly first; cycles lead
-    (they are the run's time, which the page's table starts from)."""
-    cycles = CYCLES_EVENTS[cpu_type]
+    """Indexes of ``entries`` (number, count) by typical cost, "from most
+    costly to least costly" (perfex(1), -y), cycles included; ties by number."""
 
     def key(i: int):
         number, count = entries[i]
-        return (number not in cycles, -count * costs[number].typical.seconds(mhz), number)
+        return (-count * costs[number].typical.seconds(mhz), number)
 
     return sorted(range(len(entries)), key=key)
 

@@ -534,3 +534,15 @@ def test_a_y_prints_no_statistic_of_events_that_never_got_a_tick(perfex, program
     assert counted == {0, 1, 16, 17}, data["events"]
     names = [s["name"] for s in data["statistics"]]
     assert names == ["Graduated instructions/cycle"], names
+
+
+def test_y_sorts_most_to_least_costly_without_pinning_cycles(perfex, programs, manual_mount, tmp_path):
+    """perfex(1), -y: "sorted from most costly to least costly"; with a cost
+    table that makes 20 000 data cache misses cost 4 000 000 clks, they come
+    before the run's 2 000 000 cycles."""
+    mine = tmp_path / "mine.costs"
+    mine.write_text("25 200 clks 200 clks 200 clks\n")
+    _, report, _ = drive(perfex, ["-y", "-c", mine, "-e", "0", "-e", "25"], [programs.waiter])
+    order = [int(line.split()[0]) for line in report.splitlines() if line[:2].strip().isdigit()]
+    assert order == [25, 0]
+    assert counts_of(report) == {0: 2_000_000, 25: 20_000}
