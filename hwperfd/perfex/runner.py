@@ -54,7 +54,6 @@ class ProcessShare(NamedTuple):
     pid: int
     comm: str
     raw: tuple[int, ...]
-    own_times: bool = False  # True for the command: its enabled/active times are known
 
 
 class Measurement:
@@ -423,7 +422,7 @@ def descendants(summary: str) -> list[ProcessShare]:
 def _shares(pid: int, comm: str, totals: list[int], summary: str) -> list[ProcessShare]:
     folded = descendants(summary)
     own = [t - sum(d.raw[slot] for d in folded) for slot, t in enumerate(totals)]
-    return folded + [ProcessShare(pid, comm, tuple(max(0, v) for v in own), own_times=True)]
+    return folded + [ProcessShare(pid, comm, tuple(max(0, v) for v in own))]
 
 
 # -- projection ------------------------------------------------------------------
@@ -458,43 +457,53 @@ def _scale(value: int, numerator: int, denominator: int) -> int:
     return int(exact + Fraction(1, 2))  # round half up; counts are non-negative
 
 
-def project(m: Measurement, plan: EventPlan) -> dict[int, Projected]:
+def project(m: Measurement, plan: EventPlan, times_16: bool = False) -> dict[int, Projected]:
     """Event number -> projected count.
 
     perfex(1), -a: counts "are normalized by multiplying by 16 to give an
     estimate of the values they would have had for exclusive counting".
     hwperfd reports how long each slot was really loaded (cm_active_ns)
-    against how long counting was on (cm_enabled_ns), so the command's own
-    counts are scaled by exactly that ratio.  Its folded descendants come
-    without times (ControlBlock.add folds counts only), so their counts are
-    scaled by the page's nominal factor, the number of events sharing the
-    counter.  Without multiplexing nothing is scaled.
+    against how long counting was on (cm_enabled_ns), and folds a child's
+    times with its counts, so by default the whole tree's counts are scaled
+    by exactly that ratio (by the number of events sharing the counter only
+    when a slot was never loaded).  ``times_16`` is the page's rule: every
+    count times the events sharing its counter (16 with -a), for comparing
+    with IRIX-era output.  Without multiplexing nothing is scaled.
     """
-    return {e.number: _project_slot(m, plan, e.slot, e.counter, m.raw[e.slot]) for e in plan.events}
+    return {e.number: _project_slot(m, plan, e.slot, e.counter, m.raw[e.slot], times_16) for e in plan.events}
 
 
-def _project_slot(m: Measurement, plan: EventPlan, slot: int, counter: int, raw: int) -> Projected:
+def _project_slot(m: Measurement, plan: EventPlan, slot: int, counter: int, raw: int, times_16: bool) -> Projected:
     enabled, active = m.enabled_ns, m.active_ns[slot]
     time_fraction = active / enabled if enabled else None
     if not plan.multiplexed:
         return Projected(raw, raw, time_fraction if enabled else (1.0 if raw else None))
-    # hwperfd folds a child's enabled and active times with its counts, so
-    # the whole tree scales by its own ratio.
-    count = _scale(raw, enabled, active) if active else raw * plan.slots_on_counter(counter)
+    count = _scale(raw, enabled, active) if active and not times_16 else raw * plan.slots_on_counter(counter)
     if count:
         return Projected(count, raw, raw / count)
     return Projected(0, raw, time_fraction if time_fraction else None)
 
 
-def project_share(share: ProcessShare, m: Measurement, plan: EventPlan) -> dict[int, int]:
-    """One process's counts (-mp), scaled as ``project`` scales them."""
-    out = {}
+def project_shares(shares: list[ProcessShare], plan: EventPlan, totals: dict[int, Projected]) -> list[dict[int, int]]:
+    """Each process's counts (-mp) under the one rule of ``project``: every
+    event's projected total is shared out in proportion to the processes'
+    raw counts (largest remainders get the rounding), so the blocks add up
+    to the total exactly."""
+    out: list[dict[int, int]] = [{} for _ in shares]
     for e in plan.events:
-        raw = share.raw[e.slot]
-        if not plan.multiplexed:
-            out[e.number] = raw
-        elif share.own_times and m.active_ns[e.slot]:
-            out[e.number] = _scale(raw, m.enabled_ns, m.active_ns[e.slot])
-        else:
-            out[e.number] = raw * plan.slots_on_counter(e.counter)
+        raws = [share.raw[e.slot] for share in shares]
+        for block, part in zip(out, _apportion(totals[e.number].count, raws)):
+            block[e.number] = part
     return out
+
+
+def _apportion(total: int, weights: list[int]) -> list[int]:
+    whole = sum(weights)
+    if not whole:
+        return [0] * len(weights)
+    parts = [total * w // whole for w in weights]
+    rest = total - sum(parts)
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in by_remainder[:rest]:
+        parts[i] += 1
+    return parts

@@ -546,3 +546,33 @@ def test_y_sorts_most_to_least_costly_without_pinning_cycles(perfex, programs, m
     order = [int(line.split()[0]) for line in report.splitlines() if line[:2].strip().isdigit()]
     assert order == [25, 0]
     assert counts_of(report) == {0: 2_000_000, 25: 20_000}
+
+
+@pytest.mark.parametrize("rule", [[], ["--times-16"]], ids=["measured", "times-16"])
+def test_mp_with_a_blocks_add_up_to_the_totals_under_one_rule(perfex, programs, rule):
+    """-a -mp: every process's block and the totals are projected by one rule,
+    so the blocks add up to the totals (before, descendants were multiplied by
+    16 and the totals scaled by the measured share).  --times-16 is the page's
+    rule: every count multiplied by 16."""
+    w = programs.waiter
+    run = perfex("-mp", "-a", *rule, "--json", "sh", "-c", f"{w}; {w}; {SETTLE}")
+    (first,) = run.announced(1)
+    (shell,) = _children(run.proc.pid)
+    run.advance(first, "35ms")
+    run.release(first)
+    (second,) = run.announced(1)
+    run.advance(second, "27ms")
+    run.advance(shell, "3ms")
+    run.release(second)
+    code, _, report = run.finish()
+    assert code == 0
+    data = json.loads(report[report.index("{"):])
+    pids = [p["pid"] for p in data["processes"]]
+    assert pids[:2] == [first, second] and pids[-1] == shell  # (the settling sleep between)
+    for event in data["events"]:
+        number, total = str(event["event"]), event["count"]
+        assert sum(p["counts"][number] for p in data["processes"]) == total, number
+        if rule:
+            assert total == event["raw_count"] * 16, number
+    if not rule:  # the measured share projects 65 ms of cycles exactly; x 16 over 6.5 ticks cannot
+        assert next(e for e in data["events"] if e["event"] == 0)["count"] == 65 * MS
