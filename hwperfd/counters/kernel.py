@@ -183,6 +183,9 @@ class _ProcessRecord:
     comm: str = ""
     folded: bool = False  # counts already added to the parent
     descendants: list[tuple[int, str, tuple[int, ...]]] = field(default_factory=list)
+    # Threads other than the main one that ended while counting: (tid, user_ns,
+    # system_ns) of each, for perfex -mp's per-thread blocks.
+    threads: list[tuple[int, int, int]] = field(default_factory=list)
     # HWPERF_PROFENABLE: each overflow is a PC tick the process's own library
     # records on this signal, instead of hwp_ovflw_sig (0: not profiling).
     profiling: int = 0
@@ -687,6 +690,28 @@ class CounterKernel:
         if record is not None:
             record.save_children = record.save_children - {child_pid}
 
+    def thread_exited(self, pid: int, tid: int, times: CpuTimes) -> None:
+        """A thread of a counting process ended after running ``times``.
+
+        IRIX 6.5 kept counters per uthread and summed them for the process;
+        here the process counts as one, and each thread's CPU time lets a
+        reader (perfex -mp) share the counts out among its threads."""
+        record = self._procs.get(pid)
+        if record is None or record.exited or record.state is not State.ENABLED or tid == pid:
+            return
+        _list_thread(record.threads, (tid, times[0], times[1]))
+
+    def threads(self, pid: int) -> list[tuple[int, int, int]]:
+        """(tid, user_ns, system_ns) of the threads of ``pid`` that ended while
+        it counted, then its main thread's (the rest of its CPU time); empty
+        when no other thread was seen."""
+        record = self._procs.get(pid)
+        if record is None or not record.threads:
+            return []
+        user = record.seen[0] - sum(t[1] for t in record.threads)
+        system = record.seen[1] - sum(t[2] for t in record.threads)
+        return [*record.threads, (pid, max(0, user), max(0, system))]
+
     def descendants(self, pid: int) -> list[tuple[int, str, tuple[int, ...]]]:
         """Processes whose counts were folded into ``pid``, each with its own counts."""
         record = self._procs.get(pid)
@@ -1060,6 +1085,18 @@ def _list_descendant(listed: list[tuple[int, str, tuple[int, ...]]], entry: tupl
         listed.append((0, "others", (0,) * len(entry[2])))
     pid, comm, counts = listed[-1]
     listed[-1] = (pid, comm, tuple(a + b for a, b in zip(counts, entry[2])))
+
+
+def _list_thread(listed: list[tuple[int, int, int]], entry: tuple[int, int, int]) -> None:
+    """Add one ended thread to a bounded list: past MAX_DESCENDANTS the rest
+    add up under a last entry of tid 0."""
+    if len(listed) < MAX_DESCENDANTS - 1:
+        listed.append(entry)
+        return
+    if len(listed) == MAX_DESCENDANTS - 1:
+        listed.append((0, 0, 0))
+    _, user, system = listed[-1]
+    listed[-1] = (0, user + entry[1], system + entry[2])
 
 
 def _add_unseen(listed: list[tuple[int, str, tuple[int, ...]]], delta: list[int]) -> None:

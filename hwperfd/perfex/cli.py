@@ -304,7 +304,8 @@ def _measure(opts: Options) -> int:
         m = measurements[-1]
         shares = runner.project_shares(m.processes, plan, projected[-1])
         report.processes = [
-            reports.ProcessResult(share.pid, share.comm, counts) for share, counts in zip(m.processes, shares)
+            reports.ProcessResult(share.pid, share.comm, counts, share.thread_of)
+            for share, counts in zip(m.processes, shares)
         ]
     if opts.json_output:
         text = reports.as_json(report)

@@ -65,12 +65,13 @@ class EventResult:
 
 
 class ProcessResult:
-    __slots__ = ("pid", "comm", "counts")
+    __slots__ = ("pid", "comm", "counts", "thread_of")
 
-    def __init__(self, pid: int, comm: str, counts: dict[int, int]) -> None:
-        self.pid = pid
+    def __init__(self, pid: int, comm: str, counts: dict[int, int], thread_of: int = 0) -> None:
+        self.pid = pid  # a thread's block: its tid
         self.comm = comm
         self.counts = counts  # event number -> projected count
+        self.thread_of = thread_of  # a thread's block: its process's pid (0: a whole process)
 
 
 class Report:
@@ -188,7 +189,8 @@ def text(report: Report) -> str:
         lines += [event_line(n, names[n], c) for n, c in sorted(process.counts.items())]
         lines.append("")
     if report.processes:
-        lines.append(f"Totals over {len(report.processes)} processes")
+        what = "threads" if any(p.thread_of for p in report.processes) else "processes"
+        lines.append(f"Totals over {len(report.processes)} {what}")
 
     def suffix(result: EventResult) -> str:
         out = ""
@@ -257,7 +259,12 @@ def as_dict(report: Report) -> dict:
         out["statistics"] = [{"name": s.name, "value": s.value} for s in report.statistics]
     if report.processes:
         out["processes"] = [
-            {"pid": p.pid, "comm": p.comm, "counts": {str(n): c for n, c in sorted(p.counts.items())}}
+            {
+                "pid": p.pid,
+                "comm": p.comm,
+                **({"thread_of": p.thread_of} if p.thread_of else {}),
+                "counts": {str(n): c for n, c in sorted(p.counts.items())},
+            }
             for p in report.processes
         ]
     return out

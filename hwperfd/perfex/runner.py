@@ -29,6 +29,7 @@ import signal
 import sys
 from typing import Callable, NamedTuple
 
+import structs
 from hwperfd.client import ProcessCounters
 from hwperfd.perfex.plan import EventPlan
 
@@ -38,6 +39,7 @@ EXIT_CANNOT_RUN = 126
 EXIT_NOT_FOUND = 127
 
 DESCENDANT = re.compile(r"^descendant (\d+) (\S+)((?: \d+){32})\s*$", re.M)
+THREAD = re.compile(r"^thread (\d+) (\d+) (\d+)\s*$", re.M)
 
 
 class PerfexError(RuntimeError):
@@ -49,11 +51,13 @@ class PerfexError(RuntimeError):
 
 
 class ProcessShare(NamedTuple):
-    """One process's own counts (32 slots), as folded into the command."""
+    """One process's own counts (32 slots), as folded into the command; or
+    one thread's share of the command's (``thread_of``: its process)."""
 
-    pid: int
+    pid: int  # a thread's tid: what IRIX's sproc'd threads' pids were
     comm: str
     raw: tuple[int, ...]
+    thread_of: int = 0
 
 
 class Measurement:
@@ -367,7 +371,7 @@ def _measurement(pid: int, status: int | None, counting: _Counting, summary: str
         raw=tuple(counting.raw),
         enabled_ns=counting.enabled,
         active_ns=tuple(counting.active),
-        processes=_shares(pid, comm, counting.raw, summary),
+        processes=_shares(pid, comm, counting.raw, summary, bool(counting.plan.mode & ~structs.HWPERF_CNTEN_U)),
         started=counting.started,
         lost=counting.lost,
     )
@@ -419,10 +423,22 @@ def descendants(summary: str) -> list[ProcessShare]:
     ]
 
 
-def _shares(pid: int, comm: str, totals: list[int], summary: str) -> list[ProcessShare]:
+def _shares(pid: int, comm: str, totals: list[int], summary: str, kernel_time: bool) -> list[ProcessShare]:
+    """The folded descendants, then the command: one block per thread when
+    it had more than one (perfex(1), -mp: "the counters for each thread"),
+    its counts shared out by each thread's CPU time in the counted modes
+    (``kernel_time``: system time too), the main thread last."""
     folded = descendants(summary)
-    own = [t - sum(d.raw[slot] for d in folded) for slot, t in enumerate(totals)]
-    return folded + [ProcessShare(pid, comm, tuple(max(0, v) for v in own))]
+    own = [max(0, t - sum(d.raw[slot] for d in folded)) for slot, t in enumerate(totals)]
+    threads = [(int(tid), int(user), int(system)) for tid, user, system in THREAD.findall(summary)]
+    if len(threads) < 2:
+        return folded + [ProcessShare(pid, comm, tuple(own))]
+    weights = [user + (system if kernel_time else 0) for _, user, system in threads]
+    columns = [_apportion(count, weights) for count in own]
+    return folded + [
+        ProcessShare(tid, comm, tuple(column[i] for column in columns), thread_of=pid)
+        for i, (tid, _, _) in enumerate(threads)
+    ]
 
 
 # -- projection ------------------------------------------------------------------

@@ -21,6 +21,9 @@ def process_summary(pid: int, comm: str, kernel: CounterKernel, start: int = 0) 
     # Machine-readable: one line per process folded into this one (perfex -mp).
     for child, child_comm, counts in kernel.descendants(pid):
         lines.append(f"descendant {child} {child_comm.replace(' ', '_') or '?'} " + " ".join(map(str, counts)))
+    # And one per thread, with its CPU time (perfex -mp's per-thread blocks).
+    for tid, user_ns, system_ns in kernel.threads(pid):
+        lines.append(f"thread {tid} {user_ns} {system_ns}")
     return "\n".join(lines) + "\n"
 
 

@@ -382,3 +382,31 @@ def test_setevctrl_stays_einval_when_counters_were_lost_or_never_acquired(kernel
         kernel.set_control(me(parent), parent, user(0))
     with pytest.raises(NotInUse):
         kernel.release(me(parent), parent)
+
+
+def test_ended_threads_are_listed_with_their_time_and_the_main_thread_takes_the_rest(kernel, ledger):
+    p = Proc(70)
+    ledger.run(70, 0)
+    kernel.enable(me(p), p, user(0))
+    assert kernel.threads(70) == []  # one thread: nothing to share out
+    ledger.run(70, 9 * MS, 2 * MS)
+    kernel.thread_exited(70, 71, (3 * MS, MS))
+    kernel.thread_exited(70, 70, (9 * MS, 2 * MS))  # the main thread's end is the process's
+    kernel.catch_up([70])
+    assert kernel.threads(70) == [(71, 3 * MS, MS), (70, 6 * MS, MS)]
+    kernel.release(me(p), p)
+    kernel.thread_exited(70, 72, (MS, 0))  # no longer counting: not listed
+    assert [tid for tid, _, _ in kernel.threads(70)] == [71, 70]
+
+
+def test_a_processes_thread_list_is_bounded(kernel, ledger):
+    from hwperfd.counters.kernel import MAX_DESCENDANTS
+
+    p = Proc(80)
+    ledger.run(80, 0)
+    kernel.enable(me(p), p, user(0))
+    for tid in range(1000, 1000 + 3 * MAX_DESCENDANTS):
+        kernel.thread_exited(80, tid, (2, 1))
+    listed = kernel.threads(80)
+    assert len(listed) == MAX_DESCENDANTS + 1  # the bound, then the main thread
+    assert listed[-2] == (0, 2 * (2 * MAX_DESCENDANTS + 1), 2 * MAX_DESCENDANTS + 1)  # the rest, as tid 0

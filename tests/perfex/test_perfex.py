@@ -576,3 +576,26 @@ def test_mp_with_a_blocks_add_up_to_the_totals_under_one_rule(perfex, programs, 
             assert total == event["raw_count"] * 16, number
     if not rule:  # the measured share projects 65 ms of cycles exactly; x 16 over 6.5 ticks cannot
         assert next(e for e in data["events"] if e["event"] == 0)["count"] == 65 * MS
+
+
+def test_mp_gives_each_thread_its_block_labelled_by_tid_then_the_totals(perfex, programs, manual_mount):
+    """perfex(1), -mp: "the counters for each thread ... printed out, followed
+    by the counts aggregated across all threads"; a pthread's label is its
+    thread id, as an IRIX sproc'd thread's was its pid."""
+    run = perfex("-mp", "-e", "25", programs.threads, "3")
+    (pid,) = run.announced()
+    tids = [int(run.wait_for_line("thread ").split()[1]) for _ in range(3)]
+    for tid, ms in zip(tids, (10, 20, 30)):
+        manual_mount.control(f"advance-thread {tid} {ms}ms")
+    run.advance(pid, "5ms")  # the main thread
+    run.release(pid)
+    code, _, report = run.finish()
+    assert code == 0, report
+    parts = blocks(report)
+    # Threads in the order they ended (any), the main thread last, then the totals.
+    assert sorted(list(parts)[:3]) == sorted(f"pid {tid}" for tid in tids)
+    assert list(parts)[3:] == [f"pid {pid}", "Totals"]
+    for tid, ms in zip([*tids, pid], (10, 20, 30, 5)):
+        assert counts_of(parts[f"pid {tid}"]) == {0: ms * MS, 25: ms * MS // 100}, tid
+    assert counts_of(parts["Totals"]) == {0: 65 * MS, 25: 65 * MS // 100}
+    assert "Totals over 4 threads" in report
