@@ -568,7 +568,8 @@ def test_mp_with_a_blocks_add_up_to_the_totals_under_one_rule(perfex, programs, 
     assert code == 0
     data = json.loads(report[report.index("{"):])
     pids = [p["pid"] for p in data["processes"]]
-    assert pids[:2] == [first, second] and pids[-1] == shell  # (the settling sleep between)
+    # Folded as hwperfd saw each reaped (either order), the settling sleep, the shell.
+    assert set(pids[:2]) == {first, second} and pids[-1] == shell
     for event in data["events"]:
         number, total = str(event["event"]), event["count"]
         assert sum(p["counts"][number] for p in data["processes"]) == total, number
