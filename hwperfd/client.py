@@ -347,7 +347,7 @@ class ProcessCounters(_MountFile):
 
     def control_ex(self) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
         """PIOCGETEVCTRLEX: (generation, 32 spec words, 32 overflow thresholds,
-        overflow signal); EINVAL when not in use."""
+        overflow signal); EINVAL when released, ESRCH when never used."""
         gen, out = self._ioctl(structs.HWPERFD_PIOCGETEVCTRLEX, bytes(structs.hwperfd_getevctrlex_t.sizeof()))
         got = structs.hwperfd_getevctrlex_t.parse(out)
         aux = got.hwp_evctrlaux
@@ -375,7 +375,8 @@ class ProcessCounters(_MountFile):
         return self._read_counts(structs.PIOCGETEVCTRS)
 
     def control(self) -> tuple[int, tuple[int, ...]]:
-        """PIOCGETEVCTRL: (generation, 32 spec words); EINVAL when not in use."""
+        """PIOCGETEVCTRL: (generation, 32 spec words); EINVAL when released,
+        ESRCH when never used (IRIX 6.5's piocgetevctrl)."""
         return self._read_control(structs.PIOCGETEVCTRL)
 
     def set_control(self, specs: SlotSpecs, thresholds: SlotSpecs | None = None, signal: int = 0) -> int:

@@ -75,8 +75,7 @@ class Daemon:
         self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
         self.signals = SignalSender()
         self.kernel = CounterKernel(
-            self.cpus, self.clock, is_running=self._is_running, signal=self.signals.owe, gone=self._gone,
-            cancel=self.signals.cancel,
+            self.cpus, self.clock, signal=self.signals.owe, gone=self._gone, cancel=self.signals.cancel
         )
         self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
         # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
@@ -118,11 +117,6 @@ class Daemon:
         )
         if self.fs.state_pages is not None:
             self.fs.state_pages.on_retire = self.fs.fast.drop_page
-
-    @staticmethod
-    def _is_running(pid: int) -> bool:
-        info = processes.read_process(pid)
-        return info is not None and info.running
 
     def _status(self) -> list[str]:
         return [
@@ -327,6 +321,8 @@ class Daemon:
                     if event.pid == event.tgid:
                         batch.append(Execed(event.pid))
                 elif isinstance(event, procevents.ExitEvent):
+                    if self.accounting is None and event.pid != event.tgid:
+                        self._thread_ended(event.tgid, event.pid)
                     threads.append(ThreadExited(event.tgid, event.pid))
                     self.signals.forget_thread(event.tgid, event.pid)
                     if event.pid == event.tgid:
@@ -362,6 +358,12 @@ class Daemon:
         if self.fs.state_pages is not None:
             self.fs.state_pages.publish()
 
+    def _thread_ended(self, pid: int, tid: int) -> None:
+        if self.kernel.is_counting(pid):
+            times = self.clock.thread_times(pid, tid)
+            if times is not None:
+                self.kernel.thread_exited(pid, tid, times)
+
     def _drain_accounting(self) -> list[taskstats.ExitRecord]:
         return self.accounting.drain_nowait() if self.accounting is not None else []
 
@@ -374,6 +376,9 @@ class Daemon:
                 if record.tgid and record.pid != record.tgid and not record.aggregate:
                     # A thread's last run, for its per-thread counters (applied after this).
                     self.clock.thread_exited(record.tgid, record.pid, *record.split())
+                    # Queued before its process can be waited for (do_exit:
+                    # taskstats_exit, then exit_notify): perfex -mp finds it.
+                    self._thread_ended(record.tgid, record.pid)
             else:
                 batch.append(Lost())
         return batch

@@ -33,7 +33,7 @@ static const char *const pfx_event_names[PFX_NTYPES][PFX_NEVENTS] = {
         "Instruction misprediction from scache way prediction table", /* 11 */
         "External interventions", /* 12 */
         "External invalidations", /* 13 */
-        "Virtual coherency conditions / ALU/FPU completion cycles", /* 14 */
+        "Virtual coherency conditions", /* 14 */
         "Graduated instructions", /* 15 */
         "Cycles", /* 16 */
         "Graduated instructions", /* 17 */

@@ -2,8 +2,12 @@
 
 User mode: each process has its own control block, saved and restored across
 context switches, so any number of processes share the two hardware
-counters.  System mode: root counting in kernel mode, on every CPU at once,
-one block per CPU summed into a global block when read.  System mode
+counters.  A process's own counters may count its kernel time too (K, for
+root).  System mode: root counting in kernel mode, on every CPU at once,
+one block per CPU summed into a global block when read; only syssgi's
+HWPERF_ENSYSCNTRS takes it (IRIX 6.5's PIOCENEVCTRS always enables the
+process's own counters, HWPERF_PROC in prioctl.c's piocenevctrsex, whatever
+the page's "either in user mode or system mode" suggests).  System mode
 outranks user mode; taking it displaces user-mode processes, whose generation
 number is bumped so their readers know the counts are no longer to be trusted.
 
@@ -109,8 +113,6 @@ class Restore:
             raise InvalidRequest(f"generation {self.generation} is outside 0..{INT_MAX}")
         if len(self.counts) != SLOTS:
             raise InvalidRequest("saved counts have 32 slots")
-        if not self.empty and request.kernel_mode:
-            raise InvalidRequest("saved counts can be restored only into a process's user-mode counters")
 
 
 SIGNAL_TICK_NS = 10_000_000  # the IRIX clock tick
@@ -181,6 +183,9 @@ class _ProcessRecord:
     comm: str = ""
     folded: bool = False  # counts already added to the parent
     descendants: list[tuple[int, str, tuple[int, ...]]] = field(default_factory=list)
+    # Threads other than the main one that ended while counting: (tid, user_ns,
+    # system_ns) of each, for perfex -mp's per-thread blocks.
+    threads: list[tuple[int, int, int]] = field(default_factory=list)
     # HWPERF_PROFENABLE: each overflow is a PC tick the process's own library
     # records on this signal, instead of hwp_ovflw_sig (0: not profiling).
     profiling: int = 0
@@ -196,11 +201,9 @@ class _ProcessRecord:
 class _SystemRecord:
     request: CounterRequest
     generation: int
-    owner: int | None  # pid that acquired through /proc, None for syssgi
     per_cpu: list[ControlBlock]
     seen: list[CpuTimes]
-    owner_start: int = 0
-    signal_to: int | None = None  # overflow signals' target: the owner, or the syssgi caller
+    signal_to: int | None = None  # overflow signals' target: the syssgi caller
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,6 @@ class CounterView:
     """A consistent snapshot of one context's counters, for readers."""
 
     state: State
-    system: bool
     generation: int
     request: CounterRequest
     counts: tuple[int, ...]
@@ -258,14 +260,12 @@ class CounterKernel:
         cpus: CpuSet,
         time: TimeSource,
         *,
-        is_running: Callable[[int], bool] = lambda pid: False,
         signal: Callable[[Signal], None] = lambda owed: None,
         gone: Callable[[int], None] = lambda pid: None,
         cancel: Callable[[int, int], None] = lambda pid, sig: None,
     ) -> None:
         self.cpus = cpus
         self.time = time
-        self._is_running = is_running
         self._signal = signal
         self._gone = gone  # a process's state went: whatever it was owed goes too
         self._cancel = cancel  # (pid, signal): its counters no longer raise it; what is owed of it goes
@@ -288,8 +288,10 @@ class CounterKernel:
     ) -> int:
         """PIOCENEVCTRS: acquire the counters for ``target``; returns the generation.
 
-        PIOCENEVCTRSEX passes ``restore``: counting starts from those counts
-        and, if its generation is not 0, under that generation.
+        Always the process's own counters (IRIX 6.5's piocenevctrsex passes
+        HWPERF_PROC): kernel mode counts its own kernel time and needs only
+        root.  PIOCENEVCTRSEX passes ``restore``: counting starts from those
+        counts and, if its generation is not 0, under that generation.
         """
         request.validate(self.cpus, root=caller.root)
         if restore is not None:
@@ -297,12 +299,6 @@ class CounterKernel:
         self._check_access(caller, target)
         if self._system is not None:
             raise CountersBusy("the counters are in use in system mode")
-        if request.kernel_mode:
-            running = [r.pid for r in self._enabled() if self._is_running(r.pid)]
-            if running:
-                # This call "will not forcibly acquire the counters" (PIOCENEVCTRS).
-                raise CountersBusy(f"user-mode counters are running (pid {running[0]})")
-            return self._acquire_system(request, owner=target.pid, owner_start=start_of(target))
         record, seen, generation = self._fresh_start(target)
         block = ControlBlock(request)
         if restore is not None and not restore.empty:
@@ -320,53 +316,47 @@ class CounterKernel:
     def read(self, caller: Caller, target: Task) -> tuple[int, tuple[int, ...]]:
         """PIOCGETEVCTRS: the 64-bit virtual counters and the generation."""
         self._check_access(caller, target)
-        if self._owns_system(target.pid):
-            return self.read_system()
         record = self._record(target)
         self._catch_up(record)
         return record.generation, tuple(record.block.counts)
 
     def control(self, caller: Caller, target: Task) -> tuple[int, CounterRequest]:
-        """PIOCGETEVCTRL: fails when the counters are not in use (PAPI relies on it)."""
+        """PIOCGETEVCTRL: fails when the counters are not in use (PAPI relies on it):
+        ESRCH if it never used them, EINVAL if they are released or lost."""
         self._check_access(caller, target)
-        if self._owns_system(target.pid):
-            return self.system_control()
-        record = self._current(target)
-        if record is None or record.state is not State.ENABLED:
+        record = self._record(target)
+        if record.state is not State.ENABLED:
             raise self._not_in_use(target.pid)
         return record.generation, record.block.request
 
     def set_control(self, caller: Caller, target: Task, request: CounterRequest) -> int:
-        """PIOCSETEVCTRL: change events without releasing; bumps the generation.
+        """PIOCSETEVCTRL: change events without releasing.
 
-        On released counters it starts counting again (PAPI's IRIX substrate
-        stops with PIOCRELEVCTRS and starts with PIOCSETEVCTRL; IRIX's
-        change-control was a release followed by an acquire).
+        IRIX 6.5's hwperf_change_control is hwperf_disable_counters then
+        hwperf_enable_counters as the process's own (HWPERF_PROC), and each
+        bumps the generation: enabled counters restart every slot at zero
+        under a generation 2 higher, kernel mode counts the process's own
+        kernel time (root only), and profiling and a suspension end.  On
+        released counters the disable does nothing, so they count again 1
+        higher (PAPI's IRIX substrate stops with PIOCRELEVCTRS and starts
+        with PIOCSETEVCTRL).  ESRCH on a process that never used them
+        (piocsetevctrl: no counter structure).  Unlike IRIX, whose disable
+        came first, a refused request leaves the counters as they were.
         """
         request.validate(self.cpus, root=caller.root)
         self._check_access(caller, target)
-        if self._owns_system(target.pid):
-            return self.set_system_control(caller, request)
-        record = self._current(target)
-        if record is not None and self._restartable(record):
+        record = self._record(target)
+        if self._restartable(record):
             return self._restart(record, target, request)
-        if record is None or record.state is not State.ENABLED:
+        if record.state is not State.ENABLED:
             raise self._not_in_use(target.pid)
-        if request.kernel_mode:
-            raise InvalidRequest("kernel mode needs system mode: release and acquire with PIOCENEVCTRS")
-        if record.generation >= INT_MAX:
+        if record.generation > INT_MAX - 2:
             raise InvalidRequest(f"pid {target.pid} has used up its generations")
         self._end_signals(record, request.signal)
         self._catch_up(record)
-        if record.owner is not None and owner_of(caller) != record.owner:
-            record.owner = owner_of(caller)
-        record.block.reprogram(request)
-        record.generation += 1
-        # IRIX changed control by disabling and enabling again as /proc's own:
-        # profiling and a suspension end there.
-        record.profiling, record.suspended = 0, False
-        self._note_armed(target.pid, request)
-        return record.generation
+        owner = record.owner if record.owner is None else owner_of(caller)
+        self._count(target, ControlBlock(request), record.generation + 2, record.seen, record.start, owner, record.comm)
+        return record.generation + 2
 
     def release(self, caller: Caller, target: Task) -> None:
         """PIOCRELEVCTRS: stop counting; the counts stay readable while the process lives.
@@ -375,9 +365,6 @@ class CounterKernel:
         may run twice; IRIX's disable returned 0 when nothing was enabled).
         """
         self._check_access(caller, target)
-        if self._owns_system(target.pid):
-            self._release_system()
-            return
         record = self._current(target)
         if record is not None and self._restartable(record):
             return
@@ -480,20 +467,6 @@ class CounterKernel:
         return record is not None and record.state is State.ENABLED and record.suspended
 
     def view(self, pid: int, start: int = 0) -> CounterView | None:
-        if self._owns_system(pid):
-            generation, counts = self.read_system()
-            system = self._system
-            assert system is not None
-            return CounterView(
-                State.ENABLED,
-                True,
-                generation,
-                system.request,
-                counts,
-                tuple(map(sum, zip(*(b.active_ns for b in system.per_cpu)))),
-                sum(b.enabled_ns for b in system.per_cpu),
-                self.default_profile.name,
-            )
         record = self._procs.get(pid)
         if record is None or (start and record.start and record.start != start):
             return None
@@ -501,7 +474,6 @@ class CounterKernel:
         block = record.block
         return CounterView(
             record.state,
-            False,
             record.generation,
             block.request,
             tuple(block.counts),
@@ -517,7 +489,7 @@ class CounterKernel:
         nothing kept for it); ``hwperfd.counters.snapshot`` says when a
         reader must ask the daemon instead."""
         record = self._procs.get(pid)
-        if record is None or self._owns_system(pid):
+        if record is None:
             return None
         slots = rates(self.cpus[record.cpu], record.block, self.profile(pid))
         request = record.block.request
@@ -611,14 +583,7 @@ class CounterKernel:
         self.forget(pid)
 
     def forget(self, pid: int) -> None:
-        """Free the state of a process that is gone.
-
-        System mode taken through the process's /proc file goes with it:
-        nobody could release it through /proc any more, and its overflow
-        signals would go to a dead (or reused) pid.
-        """
-        if self._owns_system(pid):
-            self._release_system()
+        """Free the state of a process that is gone."""
         self._procs.pop(pid, None)
         self._armed.pop(pid, None)  # signalling() runs only on the real clock's tick
         self._profiles.pop(pid, None)
@@ -725,6 +690,28 @@ class CounterKernel:
         if record is not None:
             record.save_children = record.save_children - {child_pid}
 
+    def thread_exited(self, pid: int, tid: int, times: CpuTimes) -> None:
+        """A thread of a counting process ended after running ``times``.
+
+        IRIX 6.5 kept counters per uthread and summed them for the process;
+        here the process counts as one, and each thread's CPU time lets a
+        reader (perfex -mp) share the counts out among its threads."""
+        record = self._procs.get(pid)
+        if record is None or record.exited or record.state is not State.ENABLED or tid == pid:
+            return
+        _list_thread(record.threads, (tid, times[0], times[1]))
+
+    def threads(self, pid: int) -> list[tuple[int, int, int]]:
+        """(tid, user_ns, system_ns) of the threads of ``pid`` that ended while
+        it counted, then its main thread's (the rest of its CPU time); empty
+        when no other thread was seen."""
+        record = self._procs.get(pid)
+        if record is None or not record.threads:
+            return []
+        user = record.seen[0] - sum(t[1] for t in record.threads)
+        system = record.seen[1] - sum(t[2] for t in record.threads)
+        return [*record.threads, (pid, max(0, user), max(0, system))]
+
     def descendants(self, pid: int) -> list[tuple[int, str, tuple[int, ...]]]:
         """Processes whose counts were folded into ``pid``, each with its own counts."""
         record = self._procs.get(pid)
@@ -750,7 +737,7 @@ class CounterKernel:
 
     def is_known(self, pid: int) -> bool:
         """Anything kept for ``pid``: counters or a profile."""
-        return pid in self._procs or pid in self._profiles or self._owns_system(pid)
+        return pid in self._procs or pid in self._profiles
 
     def has_profile(self, pid: int) -> bool:
         return pid in self._profiles
@@ -764,19 +751,15 @@ class CounterKernel:
         return [r.pid for r in self._procs.values() if r.state is State.ENABLED and not r.exited]
 
     def is_tracked(self, pid: int) -> bool:
-        return pid in self._procs or self._owns_system(pid)
+        return pid in self._procs
 
     def known(self) -> list[int]:
         """Every pid the kernel keeps anything for (counters or a profile)."""
         return list(set(self.tracked()) | set(self._profiles))
 
     def tracked(self) -> list[int]:
-        """Pids with counter state, the owner of /proc system mode included."""
-        pids = list(self._procs)
-        owner = self._system.owner if self._system is not None else None
-        if owner is not None and owner not in self._procs:
-            pids.append(owner)
-        return pids
+        """Pids with counter state."""
+        return list(self._procs)
 
     # -- system mode (syssgi) -----------------------------------------------
 
@@ -789,7 +772,7 @@ class CounterKernel:
             raise InvalidRequest("system mode needs at least one event counted in kernel mode")
         if self._system is not None:
             raise CountersBusy("the counters are already in use in system mode")
-        generation = self._acquire_system(request, owner=None)
+        generation = self._acquire_system(request)
         # r10k_counters(5): hwp_ovflw_sig is "what signal the user program would
         # like to receive": the program that made the syssgi call.
         assert self._system is not None
@@ -825,8 +808,7 @@ class CounterKernel:
         for block in system.per_cpu:
             block.reprogram(request)
         system.request = request
-        if system.owner is None:
-            system.signal_to = caller.pid
+        system.signal_to = caller.pid
         self._system_generation += 1
         system.generation = self._system_generation
         return system.generation
@@ -897,7 +879,7 @@ class CounterKernel:
     def _system_signal_target(self) -> int | None:
         system = self._system
         if system is not None and system.request.signal and any(system.request.thresholds):
-            return system.owner if system.owner is not None else system.signal_to
+            return system.signal_to
         return None
 
     # -- internals -----------------------------------------------------------
@@ -959,12 +941,11 @@ class CounterKernel:
             system.seen[i] = (max(now[0], before[0]), max(now[1], before[1]))
             if user or sys_:
                 overflows = block.advance(self.cpus[i], user, sys_, self.default_profile)
-                target = system.owner if system.owner is not None else system.signal_to
+                target = system.signal_to
                 if overflows and system.request.signal and target is not None:
-                    start = system.owner_start if system.owner is not None else 0
-                    self._signal(Signal(target, start, None, system.request.signal, overflows))
+                    self._signal(Signal(target, 0, None, system.request.signal, overflows))
 
-    def _acquire_system(self, request: CounterRequest, owner: int | None, owner_start: int = 0) -> int:
+    def _acquire_system(self, request: CounterRequest) -> int:
         # System mode is a system-wide user of the hardware: it takes the
         # reservation every personality shares (seed 002, perfctr_cpu_reserve).
         holder = self.cpus.reservation.reserve(SYSTEM_MODE_SERVICE)
@@ -976,10 +957,8 @@ class CounterKernel:
         self._system = _SystemRecord(
             request,
             self._system_generation,
-            owner,
             [ControlBlock(request) for _ in self.cpus.cpus],
             [self.time.cpu_times(i) for i in range(len(self.cpus))],
-            owner_start,
         )
         return self._system_generation
 
@@ -993,19 +972,6 @@ class CounterKernel:
     def _release_system(self) -> None:
         system = self._require_system()
         self._catch_up_system(system)
-        if system.owner is not None:
-            # "This same coalescing of the per-cpu counters happens when the
-            # counters are released": the owner can still read the sum.
-            total = ControlBlock(system.request)
-            for block in system.per_cpu:
-                total.add(block)
-            seen = self.time.process_times(system.owner) or (0, 0)
-            # A generation names one set of counts: the owner's earlier
-            # user-mode generations are not reused for the coalesced ones.
-            previous = self._procs.get(system.owner)
-            generation = max(system.generation, previous.generation + 1) if previous else system.generation
-            record = _ProcessRecord(system.owner, total, generation, State.RELEASED, seen, 0, start=system.owner_start)
-            self._procs[system.owner] = record
         self._system = None
         self.cpus.reservation.release(SYSTEM_MODE_SERVICE)
 
@@ -1018,8 +984,6 @@ class CounterKernel:
     def _restart(self, record: _ProcessRecord, target: Task, request: CounterRequest) -> int:
         """Count again after a release: every slot from zero, as a fresh
         PIOCENEVCTRS would, under a generation above every earlier one."""
-        if request.kernel_mode:
-            raise InvalidRequest("kernel mode needs system mode: acquire it with PIOCENEVCTRS")
         if self._system is not None:
             raise CountersBusy("the counters are in use in system mode")
         seen = self.time.process_times(target.pid)
@@ -1063,16 +1027,16 @@ class CounterKernel:
             raise NotInUse("the counters are not in use in system mode")
         return self._system
 
-    def _owns_system(self, pid: int) -> bool:
-        return self._system is not None and self._system.owner == pid
-
     def _enabled(self) -> list[_ProcessRecord]:
         return [r for r in self._procs.values() if r.state is State.ENABLED]
 
     def _record(self, target: Task) -> _ProcessRecord:
+        """``target``'s record; ESRCH if it never used the counters, as
+        IRIX's piocgetevctrs, piocgetevctrl and piocsetevctrl answer a
+        process with no counter structure yet."""
         record = self._current(target)
         if record is None:
-            raise self._not_in_use(target.pid)
+            raise NoSuchProcess(f"pid {target.pid} has never used the counters")
         return record
 
     def _current(self, target: Task) -> _ProcessRecord | None:
@@ -1121,6 +1085,18 @@ def _list_descendant(listed: list[tuple[int, str, tuple[int, ...]]], entry: tupl
         listed.append((0, "others", (0,) * len(entry[2])))
     pid, comm, counts = listed[-1]
     listed[-1] = (pid, comm, tuple(a + b for a, b in zip(counts, entry[2])))
+
+
+def _list_thread(listed: list[tuple[int, int, int]], entry: tuple[int, int, int]) -> None:
+    """Add one ended thread to a bounded list: past MAX_DESCENDANTS the rest
+    add up under a last entry of tid 0."""
+    if len(listed) < MAX_DESCENDANTS - 1:
+        listed.append(entry)
+        return
+    if len(listed) == MAX_DESCENDANTS - 1:
+        listed.append((0, 0, 0))
+    _, user, system = listed[-1]
+    listed[-1] = (0, user + entry[1], system + entry[2])
 
 
 def _add_unseen(listed: list[tuple[int, str, tuple[int, ...]]], delta: list[int]) -> None:

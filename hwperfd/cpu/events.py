@@ -177,7 +177,8 @@ _R10000_COUNTER0 = [
      "Incremented when an external intervention that is not an invalidate enters the Miss Handling Table."),
     ("External invalidations", _C0 + "EXTINV", "external_invalidations",
      "Incremented when an invalidate-type intervention enters the Miss Handling Table."),
-    ("Virtual coherency conditions / ALU/FPU completion cycles", _C0 + "VCOH",
+    # perfex(1)'s table names it by revision 2.x's meaning only; scripts parse that name.
+    ("Virtual coherency conditions", _C0 + "VCOH",
      "fu_completion_cycles",
      "Virtual coherency conditions (revision 2.x) or ALU/FPU functional unit completion cycles (revision 3.x)."),
     ("Graduated instructions", _C0 + "GINSTR", "graduated_instructions",

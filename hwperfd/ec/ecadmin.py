@@ -174,8 +174,7 @@ def _refuse_if_process_counters(control: Control, say: common.Say) -> None:
     named = []
     for user in found.counting:
         row = procs.ps_row(user.pid)
-        how = ", system mode through /proc" if user.mode == "system" else ""
-        named.append(f"{user.pid} ({row.comm if row else '?'}{how})")
+        named.append(f"{user.pid} ({row.comm if row else '?'})")
     raise EcError(
         "cannot enable global event counters: process-based counters are in use by pid "
         + ", ".join(named)

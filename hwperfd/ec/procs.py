@@ -32,7 +32,7 @@ _GONE = (errno.ENOENT, errno.ESRCH)
 class CounterUser:
     pid: int
     state: str  # enabled, released, lost
-    mode: str  # user, system (system mode taken through /proc)
+    mode: str  # "user": a process's counters are its own (kernel mode too)
     generation: int
 
 

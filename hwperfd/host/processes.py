@@ -765,6 +765,24 @@ class PsInfo:
     rss_pages: int
     comm: str
     args: list[str]
+    exec_name: str = ""  # the exec'd file's basename, whole (comm is cut at 15 bytes)
+
+
+COMM_BYTES = 15  # TASK_COMM_LEN - 1: where Linux cuts a process's name
+
+
+def exec_name(comm: bytes, args: list[bytes], exe: bytes) -> bytes:
+    """The basename of the file a process exec'd, beyond comm's 15 bytes
+    where Linux still tells it: argv[0]'s basename (the path as exec'd, a
+    symbolic link's own name) or else the executable's, whichever begins
+    with comm; comm itself when neither does (a name set by prctl)."""
+    if len(comm) < COMM_BYTES:
+        return comm
+    for path in (args[0] if args else b"", exe):
+        name = os.path.basename(path)
+        if len(name) > len(comm) and name.startswith(comm):
+            return name
+    return comm
 
 
 def read_psinfo(pid: int) -> PsInfo | None:
@@ -777,7 +795,14 @@ def read_psinfo(pid: int) -> PsInfo | None:
         comm, st = _split_stat(_read("stat", dfd))
         ids = _status_fields(_read("status", dfd), b"Uid", b"Gid")
         statm = _read("statm", dfd).split()
-        args = [a.decode("utf-8", "replace") for a in _read("cmdline", dfd).split(b"\0") if a]
+        raw_args = [a for a in _read("cmdline", dfd).split(b"\0") if a]
+        args = [a.decode("utf-8", "replace") for a in raw_args]
+        exe = b""
+        if len(comm) >= COMM_BYTES:
+            try:
+                exe = os.readlink(b"exe", dir_fd=dfd)
+            except OSError:
+                pass  # a kernel thread, or not ours to read: argv[0] or comm will do
         cpu = _cpu_times(pid, int(st[_UTIME]), int(st[_STIME]))
         return PsInfo(
             pid=pid,
@@ -801,6 +826,7 @@ def read_psinfo(pid: int) -> PsInfo | None:
             rss_pages=int(statm[1]),
             comm=comm.decode("utf-8", "replace"),
             args=args,
+            exec_name=exec_name(comm, raw_args, exe).decode("utf-8", "replace"),
         )
     except (OSError, ValueError, IndexError, KeyError):
         return None

@@ -115,7 +115,9 @@ class InfoIoctls:
                 pr_cpu=0,
                 pr_ttydev=ps.tty_nr if ps.tty_nr else structs.PRNODEV,
                 pr_clname="RT" if ps.policy in _REALTIME else "TS",
-                pr_fname=_text(ps.comm, structs.PRCOMSIZ),
+                # IRIX's u_comm: the exec'd file's basename up to PRCOMSIZ - 1
+                # bytes, not Linux's 15 (PAPI sizes its tables by it).
+                pr_fname=_text(ps.exec_name or ps.comm, structs.PRCOMSIZ),
                 pr_psargs=_text(" ".join(ps.args) or ps.comm, structs.PRARGSZ),
                 pr_spare1=0,
                 pr_sonproc=ps.processor % len(self.kernel.cpus) if running else -1,

@@ -109,8 +109,6 @@ def cpu_mon(view: CounterView | None) -> dict:
         State.RELEASED: structs.HWPERF_CM_RELEASED,
         State.LOST: structs.HWPERF_CM_LOST,
     }[view.state]
-    if view.system:
-        flags |= structs.HWPERF_CM_SYSMODE
     if view.profiling:
         flags |= structs.HWPERF_CM_PROFILING
     if view.suspended:
@@ -118,7 +116,7 @@ def cpu_mon(view: CounterView | None) -> dict:
     return dict(
         cm_flags=flags,
         cm_gen=view.generation,
-        cm_mode=structs.HWPERF_CM_MODE_SYSTEM if view.system else structs.HWPERF_CM_MODE_USER,
+        cm_mode=structs.HWPERF_CM_MODE_USER,
         cm_sig=view.request.signal,
         cm_evctrl=[_ctrl(s) for s in view.request.specs],
         cm_ovflw_freq=list(view.request.thresholds),

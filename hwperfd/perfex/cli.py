@@ -39,6 +39,8 @@ the command and every descendant it waited for, to stderr (or -o file).
   -a         count all 32 events, 16 multiplexed per counter at clock ticks;
              counts are projected (scaled by the time each was counted) and
              shown with that share of the run.  -e is ignored.
+  --times-16 with -a: project by multiplying by 16, as the page (and IRIX's
+             perfex) did, instead of by the share each event was counted.
   -mp        also print each process's own counts, labelled by pid.
   -s         count only between SIGUSR1 and SIGUSR2 sent to perfex (repeatable;
              the command only, not its descendants).  Not with -mp.
@@ -79,6 +81,7 @@ _FLAGS = {
     "--json": "json_output",
     "--csv": "csv_output",
     "--list": "list_events",
+    "--times-16": "times_16",
     "-h": "help",
     "--help": "help",
 }
@@ -94,7 +97,7 @@ class Options:
     __slots__ = (
         "events", "all_events", "per_process", "signal_control", "exception_level", "costs", "print_table",
         "output", "cost_file", "reuse", "repeat", "json_output", "csv_output", "list_events", "cpu_type",
-        "help", "command",
+        "help", "command", "times_16",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -115,6 +118,7 @@ class Options:
         self.cpu_type: str | None = None
         self.help = False
         self.command: list[str] = []
+        self.times_16 = False
 
 
 def parse_args(argv: list[str]) -> Options:
@@ -189,6 +193,8 @@ def _check(opts: Options) -> None:
         raise UsageError("-c loads costs for -y (or -t); give -y")
     if opts.reuse and not opts.costs:
         raise UsageError("-l changes the reuse statistics of -y; give -y")
+    if opts.times_16 and not opts.all_events:
+        raise UsageError("--times-16 changes how -a projects its counts; give -a")
     if opts.per_process and opts.repeat > 1:
         raise UsageError("-mp and -r cannot be combined")
     if opts.cpu_type and not (opts.list_events or opts.print_table):
@@ -279,7 +285,7 @@ def _measure(opts: Options) -> int:
     for text in dict.fromkeys(warnings):
         _error(text)
 
-    projected = [runner.project(m, plan) for m in measurements]
+    projected = [runner.project(m, plan, opts.times_16) for m in measurements]
     events = [
         reports.EventResult(
             e,
@@ -296,8 +302,10 @@ def _measure(opts: Options) -> int:
         report.statistics = stats.derive(report.counted(), table, machine.mhz, opts.reuse)
     if opts.per_process:
         m = measurements[-1]
+        shares = runner.project_shares(m.processes, plan, projected[-1])
         report.processes = [
-            reports.ProcessResult(share.pid, share.comm, runner.project_share(share, m, plan)) for share in m.processes
+            reports.ProcessResult(share.pid, share.comm, counts, share.thread_of)
+            for share, counts in zip(m.processes, shares)
         ]
     if opts.json_output:
         text = reports.as_json(report)

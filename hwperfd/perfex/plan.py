@@ -95,9 +95,9 @@ def parse_event(text: str, cpu_type: str) -> int:
         return number
     key = _normal(word)
     for event in table.events:  # the lower number of a twin wins (0, 15)
-        # "A / B" names an event by either revision's meaning; perfex(1)'s
-        # table prints only the first ("14 = Virtual coherency conditions").
-        names = [event.name, event.macro, *event.name.split(" / ")]
+        # An event may also be named by its kind ("fu_completion_cycles": the
+        # revision 3.x meaning of perfex(1)'s "14 = Virtual coherency conditions").
+        names = [event.name, event.macro, event.kind, *event.name.split(" / ")]
         if key in (_normal(name) for name in names):
             return event.number
     raise EventError(

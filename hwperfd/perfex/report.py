@@ -25,7 +25,6 @@ EVENT_WIDTH = 2 + 1 + NAME_WIDTH + 1 + COUNT_WIDTH  # 79
 COST_LINE = EVENT_WIDTH + 3 * (TIME_WIDTH + 1)  # 118
 STAT_NAME_WIDTH = EVENT_WIDTH
 STAT_LINE = STAT_NAME_WIDTH + 1 + TIME_WIDTH
-CYCLES_EVENTS = {"r10000": (0, 16), "r12000": (0,)}
 
 
 class EventResult:
@@ -66,12 +65,13 @@ class EventResult:
 
 
 class ProcessResult:
-    __slots__ = ("pid", "comm", "counts")
+    __slots__ = ("pid", "comm", "counts", "thread_of")
 
-    def __init__(self, pid: int, comm: str, counts: dict[int, int]) -> None:
-        self.pid = pid
+    def __init__(self, pid: int, comm: str, counts: dict[int, int], thread_of: int = 0) -> None:
+        self.pid = pid  # a thread's block: its tid
         self.comm = comm
         self.counts = counts  # event number -> projected count
+        self.thread_of = thread_of  # a thread's block: its process's pid (0: a whole process)
 
 
 class Report:
@@ -126,13 +126,12 @@ def event_seconds(costs: CostTable, number: int, count: float, mhz: float) -> di
 
 
 def cost_order(cpu_type: str, entries: Sequence[tuple[int, float]], costs: CostTable, mhz: float) -> list[int]:
-    """Indexes of ``entries`` (number, count), most costly first; cycles lead
-    (they are the run's time, which the page's table starts from)."""
-    cycles = CYCLES_EVENTS[cpu_type]
+    """Indexes of ``entries`` (number, count) by typical cost, "from most
+    costly to least costly" (perfex(1), -y), cycles included; ties by number."""
 
     def key(i: int):
         number, count = entries[i]
-        return (number not in cycles, -count * costs[number].typical.seconds(mhz), number)
+        return (-count * costs[number].typical.seconds(mhz), number)
 
     return sorted(range(len(entries)), key=key)
 
@@ -190,7 +189,8 @@ def text(report: Report) -> str:
         lines += [event_line(n, names[n], c) for n, c in sorted(process.counts.items())]
         lines.append("")
     if report.processes:
-        lines.append(f"Totals over {len(report.processes)} processes")
+        what = "threads" if any(p.thread_of for p in report.processes) else "processes"
+        lines.append(f"Totals over {len(report.processes)} {what}")
 
     def suffix(result: EventResult) -> str:
         out = ""
@@ -259,7 +259,12 @@ def as_dict(report: Report) -> dict:
         out["statistics"] = [{"name": s.name, "value": s.value} for s in report.statistics]
     if report.processes:
         out["processes"] = [
-            {"pid": p.pid, "comm": p.comm, "counts": {str(n): c for n, c in sorted(p.counts.items())}}
+            {
+                "pid": p.pid,
+                "comm": p.comm,
+                **({"thread_of": p.thread_of} if p.thread_of else {}),
+                "counts": {str(n): c for n, c in sorted(p.counts.items())},
+            }
             for p in report.processes
         ]
     return out

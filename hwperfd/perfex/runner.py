@@ -30,6 +30,7 @@ import signal
 import sys
 from typing import Callable, NamedTuple
 
+import structs
 from hwperfd.client import ProcessCounters
 from hwperfd.perfex.plan import EventPlan
 
@@ -39,6 +40,7 @@ EXIT_CANNOT_RUN = 126
 EXIT_NOT_FOUND = 127
 
 DESCENDANT = re.compile(r"^descendant (\d+) (\S+)((?: \d+){32})\s*$", re.M)
+THREAD = re.compile(r"^thread (\d+) (\d+) (\d+)\s*$", re.M)
 
 
 class PerfexError(RuntimeError):
@@ -50,12 +52,13 @@ class PerfexError(RuntimeError):
 
 
 class ProcessShare(NamedTuple):
-    """One process's own counts (32 slots), as folded into the command."""
+    """One process's own counts (32 slots), as folded into the command; or
+    one thread's share of the command's (``thread_of``: its process)."""
 
-    pid: int
+    pid: int  # a thread's tid: what IRIX's sproc'd threads' pids were
     comm: str
     raw: tuple[int, ...]
-    own_times: bool = False  # True for the command: its enabled/active times are known
+    thread_of: int = 0
 
 
 class Measurement:
@@ -385,7 +388,7 @@ def _measurement(pid: int, status: int | None, counting: _Counting, summary: str
         raw=tuple(counting.raw),
         enabled_ns=counting.enabled,
         active_ns=tuple(counting.active),
-        processes=_shares(pid, comm, counting.raw, summary),
+        processes=_shares(pid, comm, counting.raw, summary, bool(counting.plan.mode & ~structs.HWPERF_CNTEN_U)),
         started=counting.started,
         lost=counting.lost,
     )
@@ -437,10 +440,22 @@ def descendants(summary: str) -> list[ProcessShare]:
     ]
 
 
-def _shares(pid: int, comm: str, totals: list[int], summary: str) -> list[ProcessShare]:
+def _shares(pid: int, comm: str, totals: list[int], summary: str, kernel_time: bool) -> list[ProcessShare]:
+    """The folded descendants, then the command: one block per thread when
+    it had more than one (perfex(1), -mp: "the counters for each thread"),
+    its counts shared out by each thread's CPU time in the counted modes
+    (``kernel_time``: system time too), the main thread last."""
     folded = descendants(summary)
-    own = [t - sum(d.raw[slot] for d in folded) for slot, t in enumerate(totals)]
-    return folded + [ProcessShare(pid, comm, tuple(max(0, v) for v in own), own_times=True)]
+    own = [max(0, t - sum(d.raw[slot] for d in folded)) for slot, t in enumerate(totals)]
+    threads = [(int(tid), int(user), int(system)) for tid, user, system in THREAD.findall(summary)]
+    if len(threads) < 2:
+        return folded + [ProcessShare(pid, comm, tuple(own))]
+    weights = [user + (system if kernel_time else 0) for _, user, system in threads]
+    columns = [_apportion(count, weights) for count in own]
+    return folded + [
+        ProcessShare(tid, comm, tuple(column[i] for column in columns), thread_of=pid)
+        for i, (tid, _, _) in enumerate(threads)
+    ]
 
 
 # -- projection ------------------------------------------------------------------
@@ -475,43 +490,53 @@ def _scale(value: int, numerator: int, denominator: int) -> int:
     return int(exact + Fraction(1, 2))  # round half up; counts are non-negative
 
 
-def project(m: Measurement, plan: EventPlan) -> dict[int, Projected]:
+def project(m: Measurement, plan: EventPlan, times_16: bool = False) -> dict[int, Projected]:
     """Event number -> projected count.
 
     perfex(1), -a: counts "are normalized by multiplying by 16 to give an
     estimate of the values they would have had for exclusive counting".
     hwperfd reports how long each slot was really loaded (cm_active_ns)
-    against how long counting was on (cm_enabled_ns), so the command's own
-    counts are scaled by exactly that ratio.  Its folded descendants come
-    without times (ControlBlock.add folds counts only), so their counts are
-    scaled by the page's nominal factor, the number of events sharing the
-    counter.  Without multiplexing nothing is scaled.
+    against how long counting was on (cm_enabled_ns), and folds a child's
+    times with its counts, so by default the whole tree's counts are scaled
+    by exactly that ratio (by the number of events sharing the counter only
+    when a slot was never loaded).  ``times_16`` is the page's rule: every
+    count times the events sharing its counter (16 with -a), for comparing
+    with IRIX-era output.  Without multiplexing nothing is scaled.
     """
-    return {e.number: _project_slot(m, plan, e.slot, e.counter, m.raw[e.slot]) for e in plan.events}
+    return {e.number: _project_slot(m, plan, e.slot, e.counter, m.raw[e.slot], times_16) for e in plan.events}
 
 
-def _project_slot(m: Measurement, plan: EventPlan, slot: int, counter: int, raw: int) -> Projected:
+def _project_slot(m: Measurement, plan: EventPlan, slot: int, counter: int, raw: int, times_16: bool) -> Projected:
     enabled, active = m.enabled_ns, m.active_ns[slot]
     time_fraction = active / enabled if enabled else None
     if not plan.multiplexed:
         return Projected(raw, raw, time_fraction if enabled else (1.0 if raw else None))
-    # hwperfd folds a child's enabled and active times with its counts, so
-    # the whole tree scales by its own ratio.
-    count = _scale(raw, enabled, active) if active else raw * plan.slots_on_counter(counter)
+    count = _scale(raw, enabled, active) if active and not times_16 else raw * plan.slots_on_counter(counter)
     if count:
         return Projected(count, raw, raw / count)
     return Projected(0, raw, time_fraction if time_fraction else None)
 
 
-def project_share(share: ProcessShare, m: Measurement, plan: EventPlan) -> dict[int, int]:
-    """One process's counts (-mp), scaled as ``project`` scales them."""
-    out = {}
+def project_shares(shares: list[ProcessShare], plan: EventPlan, totals: dict[int, Projected]) -> list[dict[int, int]]:
+    """Each process's counts (-mp) under the one rule of ``project``: every
+    event's projected total is shared out in proportion to the processes'
+    raw counts (largest remainders get the rounding), so the blocks add up
+    to the total exactly."""
+    out: list[dict[int, int]] = [{} for _ in shares]
     for e in plan.events:
-        raw = share.raw[e.slot]
-        if not plan.multiplexed:
-            out[e.number] = raw
-        elif share.own_times and m.active_ns[e.slot]:
-            out[e.number] = _scale(raw, m.enabled_ns, m.active_ns[e.slot])
-        else:
-            out[e.number] = raw * plan.slots_on_counter(e.counter)
+        raws = [share.raw[e.slot] for share in shares]
+        for block, part in zip(out, _apportion(totals[e.number].count, raws)):
+            block[e.number] = part
     return out
+
+
+def _apportion(total: int, weights: list[int]) -> list[int]:
+    whole = sum(weights)
+    if not whole:
+        return [0] * len(weights)
+    parts = [total * w // whole for w in weights]
+    rest = total - sum(parts)
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in by_remainder[:rest]:
+        parts[i] += 1
+    return parts

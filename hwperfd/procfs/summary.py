@@ -21,14 +21,16 @@ def process_summary(pid: int, comm: str, kernel: CounterKernel, start: int = 0) 
     # Machine-readable: one line per process folded into this one (perfex -mp).
     for child, child_comm, counts in kernel.descendants(pid):
         lines.append(f"descendant {child} {child_comm.replace(' ', '_') or '?'} " + " ".join(map(str, counts)))
+    # And one per thread, with its CPU time (perfex -mp's per-thread blocks).
+    for tid, user_ns, system_ns in kernel.threads(pid):
+        lines.append(f"thread {tid} {user_ns} {system_ns}")
     return "\n".join(lines) + "\n"
 
 
 def _counters(view: CounterView, kernel: CounterKernel) -> list[str]:
     events = kernel.cpus.type.events
-    mode = "system" if view.system else "user"
     lines = [
-        f"counters {view.state.value}, {mode} mode, generation {view.generation}, signal {view.request.signal}",
+        f"counters {view.state.value}, user mode, generation {view.generation}, signal {view.request.signal}",
         f"cpu {kernel.cpus.type.name} x{len(kernel.cpus)} @ {float(kernel.cpus.mhz):g} MHz, "
         f"enabled {view.enabled_ns / 1e9:.6f} s",
         f"{'slot':>4} {'ctr':>3} {'ev':>3} {'mode':<4} {'event':<48} {'count':>20} {'active':>7} {'threshold':>10}",

@@ -83,7 +83,7 @@
 #define HWPERF_C0PRFCNT0_IMISPRED    11 /* 11: Instruction misprediction from scache way prediction table (counter 0) */
 #define HWPERF_C0PRFCNT0_EXTINT      12 /* 12: External interventions (counter 0) */
 #define HWPERF_C0PRFCNT0_EXTINV      13 /* 13: External invalidations (counter 0) */
-#define HWPERF_C0PRFCNT0_VCOH        14 /* 14: Virtual coherency conditions / ALU/FPU completion cycles (counter 0) */
+#define HWPERF_C0PRFCNT0_VCOH        14 /* 14: Virtual coherency conditions (counter 0) */
 #define HWPERF_C0PRFCNT0_GINSTR      15 /* 15: Graduated instructions (counter 0) */
 #define HWPERF_C0PRFCNT1_CYCLES      0  /* 16: Cycles (counter 1) */
 #define HWPERF_C0PRFCNT1_GINSTR      1  /* 17: Graduated instructions (counter 1) */

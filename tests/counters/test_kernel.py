@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from hwperfd.counters.errors import CountersBusy, InvalidRequest, NotInUse, NotPermitted
+from hwperfd.counters.errors import CountersBusy, InvalidRequest, NoSuchProcess, NotInUse, NotPermitted
 from hwperfd.counters.kernel import Caller, CounterKernel, Restore, State
 from hwperfd.counters.request import CounterRequest
 from hwperfd.cpu.pmu import CpuSet
@@ -112,8 +112,21 @@ def test_non_root_kernel_mode_is_eperm_and_changes_nothing(kernel, ledger):
     ledger.run(14, 0)
     with pytest.raises(NotPermitted):
         kernel.enable(me(p), p, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U | HWPERF_CNTEN_K)}))
-    with pytest.raises(NotInUse):
+    with pytest.raises(NoSuchProcess):  # still never used
         kernel.control(me(p), p)
+
+
+def test_a_process_that_never_used_its_counters_is_esrch_to_reads_and_changes(kernel, ledger):
+    """IRIX 6.5's piocgetevctrs, piocgetevctrl and piocsetevctrl answer ESRCH
+    while the process has no counter structure; EINVAL is for released ones."""
+    p = Proc(18)
+    ledger.run(18, 0)
+    for call in (kernel.read, kernel.control):
+        with pytest.raises(NoSuchProcess):
+            call(me(p), p)
+    with pytest.raises(NoSuchProcess):
+        kernel.set_control(me(p), p, user(0))
+    assert kernel.view(18) is None
 
 
 @pytest.mark.parametrize(
@@ -132,17 +145,20 @@ def test_improper_requests_are_einval(kernel, ledger, request_):
         kernel.enable(me(p), p, request_)
 
 
-def test_setevctrl_bumps_generation_and_keeps_unchanged_slots(kernel, ledger):
+def test_setevctrl_restarts_every_slot_at_zero_two_generations_up(kernel, ledger):
+    """IRIX's hwperf_change_control disables (generation + 1) and enables
+    again (+ 1): every slot restarts, the unchanged one too."""
     p = Proc(16)
     ledger.run(16, 0)
     gen = kernel.enable(me(p), p, user(0, 0))
     ledger.run(16, MS)
     new = kernel.set_control(me(p), p, user(0, 1))
-    assert new == gen + 1
+    assert new == gen + 2
+    assert kernel.read(me(p), p) == (new, (0,) * 32)
     ledger.run(16, MS)
     generation, counts = kernel.read(me(p), p)
     assert generation == new
-    assert counts[0] == 400_000
+    assert counts[0] == 200_000  # slot 0 kept its control word and still started again
     assert counts[16] == 160_000  # event 17, graduated instructions at 0.8 per cycle, since the change
 
 def test_release_stops_counting_but_counts_stay_readable(kernel, ledger):
@@ -182,34 +198,28 @@ def test_system_mode_displaces_user_mode_and_bumps_generation(kernel, ledger):
     assert kernel.read_cpu(5) is None
 
 
-def test_system_counts_stay_readable_by_their_owner_after_release(kernel, ledger):
-    root = Proc(1, uid=0)
+def test_root_kernel_mode_counts_the_processes_own_kernel_time(kernel, ledger):
+    """IRIX 6.5's PIOCENEVCTRS and PIOCSETEVCTRL enable the process's own
+    counters (HWPERF_PROC): K counts its kernel time, not the machine's, and
+    other processes keep counting beside it."""
+    root, p = Proc(1, uid=0), Proc(31)
     ledger.run(1, 0)
+    ledger.run(31, 0)
+    other = kernel.enable(me(p), p, user(0))
     gen = kernel.enable(me(root), root, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)}))
-    ledger.cpus = [(0, 10 * MS), (0, 10 * MS)]
-    kernel.release(me(root), root)
     assert not kernel.system_mode
-    generation, counts = kernel.read(me(root), root)
-    assert generation == gen
-    assert counts[0] == 20 * 200_000 * 9 // 10
-
-
-def test_owner_generation_never_repeats_after_system_release(kernel, ledger):
-    """Same generation must mean same counts: the coalesced system counts may
-    not come back under a number the owner's user-mode counts already used."""
-    root = Proc(1, uid=0)
-    ledger.run(1, 0)
-    kernel.enable(me(root), root, user(0))
-    for event in (1, 2, 3):
-        kernel.set_control(me(root), root, user(event))
-    ledger.run(1, MS)
-    before, counts = kernel.read(me(root), root)
-    assert counts[0] > 0
-    kernel.enable(me(root), root, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)}))
-    kernel.release(me(root), root)
-    after, _ = kernel.read(me(root), root)
-    assert after > before
-    assert kernel.enable(me(root), root, user(0)) > after
+    ledger.cpus = [(0, 10 * MS), (0, 10 * MS)]  # the machine's time: not this process's business
+    ledger.run(1, 3 * MS, 10 * MS)
+    ledger.run(31, MS)
+    assert kernel.read(me(root), root) == (gen, (10 * 200_000 * 9 // 10,) + (0,) * 31)  # EXL takes 1/10
+    assert kernel.read(me(p), p) == (other, (200_000,) + (0,) * 31)
+    new = kernel.set_control(me(root), root, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K | HWPERF_CNTEN_U)}))
+    assert new == gen + 2 and not kernel.system_mode
+    ledger.run(1, 2 * MS, 10 * MS)
+    assert kernel.read(me(root), root) == (new, ((2 + 9) * 200_000,) + (0,) * 31)
+    with pytest.raises(NotPermitted):  # the same change by an unprivileged caller
+        kernel.set_control(me(p), p, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)}))
+    assert kernel.read(me(p), p)[0] == other
 
 
 def test_enable_ex_continues_from_saved_counts_and_generation(kernel, ledger):
@@ -222,7 +232,7 @@ def test_enable_ex_continues_from_saved_counts_and_generation(kernel, ledger):
     assert generation == 7
     assert counts[0] == saved[0] + 200_000  # 1 ms at 200 MHz, on top of the saved count
     assert counts[1:] == saved[1:]
-    assert kernel.set_control(me(p), p, user(0)) == 8
+    assert kernel.set_control(me(p), p, user(0)) == 9
 
 
 def test_enable_ex_with_nothing_saved_is_plain_enable(kernel, ledger):
@@ -237,8 +247,7 @@ def test_enable_ex_with_nothing_saved_is_plain_enable(kernel, ledger):
     [
         (Restore(-1, (0,) * 32), user(0)),
         (Restore(0, (0,) * 31), user(0)),
-        (Restore(3, (0,) * 32), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)})),
-        (Restore(0, (5,) + (0,) * 31), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)})),
+        (Restore(0, (0,) * 31), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K)})),
     ],
 )
 def test_enable_ex_refuses_bad_saved_state_and_changes_nothing(kernel, ledger, restore, request_):
@@ -366,10 +375,38 @@ def test_setevctrl_stays_einval_when_counters_were_lost_or_never_acquired(kernel
     kernel.lose(65)
     with pytest.raises(NotInUse):
         kernel.set_control(me(p), p, user(0))
-    with pytest.raises(NotInUse):
+    with pytest.raises(NoSuchProcess):  # never acquired: no counter structure
         kernel.set_control(me(parent), parent, user(0))
     kernel.save_child_counts(me(parent), parent, 67)  # a record that never counted
     with pytest.raises(NotInUse):
         kernel.set_control(me(parent), parent, user(0))
     with pytest.raises(NotInUse):
         kernel.release(me(parent), parent)
+
+
+def test_ended_threads_are_listed_with_their_time_and_the_main_thread_takes_the_rest(kernel, ledger):
+    p = Proc(70)
+    ledger.run(70, 0)
+    kernel.enable(me(p), p, user(0))
+    assert kernel.threads(70) == []  # one thread: nothing to share out
+    ledger.run(70, 9 * MS, 2 * MS)
+    kernel.thread_exited(70, 71, (3 * MS, MS))
+    kernel.thread_exited(70, 70, (9 * MS, 2 * MS))  # the main thread's end is the process's
+    kernel.catch_up([70])
+    assert kernel.threads(70) == [(71, 3 * MS, MS), (70, 6 * MS, MS)]
+    kernel.release(me(p), p)
+    kernel.thread_exited(70, 72, (MS, 0))  # no longer counting: not listed
+    assert [tid for tid, _, _ in kernel.threads(70)] == [71, 70]
+
+
+def test_a_processes_thread_list_is_bounded(kernel, ledger):
+    from hwperfd.counters.kernel import MAX_DESCENDANTS
+
+    p = Proc(80)
+    ledger.run(80, 0)
+    kernel.enable(me(p), p, user(0))
+    for tid in range(1000, 1000 + 3 * MAX_DESCENDANTS):
+        kernel.thread_exited(80, tid, (2, 1))
+    listed = kernel.threads(80)
+    assert len(listed) == MAX_DESCENDANTS + 1  # the bound, then the main thread
+    assert listed[-2] == (0, 2 * (2 * MAX_DESCENDANTS + 1), 2 * MAX_DESCENDANTS + 1)  # the rest, as tid 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hwperfd.counters.errors import InvalidRequest, NotInUse, NotPermitted
+from hwperfd.counters.errors import InvalidRequest, NoSuchProcess, NotPermitted
 from hwperfd.counters.kernel import INT_MAX, MAX_DESCENDANTS, Caller, CounterKernel, Restore, Signal
 from hwperfd.counters.lifecycle import Execed, Exited, Forked, Lifecycle, Lost
 from hwperfd.counters.request import CounterRequest
@@ -203,7 +203,7 @@ def test_exit_heard_after_the_pid_was_reused_reaps_the_old_process_only(kernel, 
     life.apply([Exited(101, 100)])
     assert not kernel.is_tracked(101)
     assert kernel.read(caller(parent), parent)[1][0] == CYCLES_PER_MS
-    with pytest.raises(NotInUse):
+    with pytest.raises(NoSuchProcess):  # the newcomer never used the counters
         kernel.read(Caller(0, 0, 0, 0), newcomer)
 
 
@@ -216,7 +216,7 @@ def test_a_record_left_under_a_reused_pid_never_reaches_the_new_process(kernel, 
     host.reap(victim_pid)
     root = host.spawn(victim_pid, 1, uid=0, euid=0, suid=0, gid=0, egid=0, sgid=0)
     host.run(victim_pid, 5)
-    with pytest.raises(NotInUse):
+    with pytest.raises(NoSuchProcess):  # the new process never used the counters
         kernel.control(Caller(0, 0, 0, 0), root)
     assert gone == [victim_pid]
     assert kernel.enable(Caller(0, 0, 0, 0), root, cycles()) == 1  # a fresh first generation, not EBUSY

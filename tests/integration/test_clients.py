@@ -176,7 +176,7 @@ def test_pointer_forms_without_the_shim_are_efault_and_change_nothing(manual_mou
             assert info.value.errno == errno.EFAULT
         with pytest.raises(OSError) as info:
             counters.control()
-        assert info.value.errno == errno.EINVAL
+        assert info.value.errno in (errno.EINVAL, errno.ESRCH)  # released before, or never used
         generation = counters.enable({0: user(0)})
         with pytest.raises(OSError) as info:
             counters._ioctl(structs.PIOCGETEVCTRLEX, bytes(16))

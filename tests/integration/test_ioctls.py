@@ -66,15 +66,17 @@ def test_getevctrl_returns_the_control_words(counters):
     assert sum(1 for w in words if w) == 1
 
 
-def test_setevctrl_bumps_generation_without_releasing(counters, manual_mount):
+def test_setevctrl_restarts_every_slot_two_generations_up(counters, manual_mount):
+    """IRIX 6.5's hwperf_change_control: disable (generation + 1), then enable
+    (+ 1), which starts every counted slot again at zero."""
     gen = counters.enable({0: user(0)})
     advance(manual_mount, "1ms")
     new = counters.set_control({0: user(0), 17: user(1)})
-    assert new == gen + 1
+    assert new == gen + 2
     advance(manual_mount, "1ms")
     generation, counts = counters.read()
     assert generation == new
-    assert counts[0] == 2 * CYCLES_PER_MS  # unchanged slot keeps counting
+    assert counts[0] == CYCLES_PER_MS  # the unchanged slot restarted too
     assert counts[17] == CYCLES_PER_MS * 8 // 10
 
 
@@ -150,16 +152,17 @@ def test_papi_read_only_open_can_drive_the_counters(manual_mount):
             pc.control()
         gen = pc.enable([user(0)] * 32)  # every slot, event 0
         gen2 = pc.set_control(slots_for(0, 25))
-        assert gen2 == gen + 1
+        assert gen2 == gen + 2
         advance(manual_mount, "1ms")
         assert pc.read()[1][25] == CYCLES_PER_MS // 100
         pc.release()
 
 
-def test_root_kernel_mode_takes_system_mode(counters, manual_mount):
-    # Root asking for kernel mode through /proc acquires system mode (r10k_counters(5)).
+def test_root_kernel_mode_is_the_processes_own_counters(counters, manual_mount):
+    # IRIX 6.5's PIOCENEVCTRS enables the process's own counters (HWPERF_PROC),
+    # kernel mode too; only syssgi's HWPERF_ENSYSCNTRS takes system mode.
     gen = counters.enable({0: kernel(0)})
     assert gen > 0
-    assert "system mode held" in (manual_mount.path / "control").read_text()
-    counters.release()
     assert "system mode free" in (manual_mount.path / "control").read_text()
+    assert counters.control() == (gen, (kernel(0),) + (0,) * 31)
+    counters.release()

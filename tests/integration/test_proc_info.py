@@ -4,6 +4,8 @@ written as counter tools wrote them, checked against what Linux reports."""
 import errno
 import os
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -143,3 +145,49 @@ def test_gone_process_is_esrch(manual_mount):
         assert exc.value.errno == errno.ESRCH
     finally:
         os.close(fd)
+
+
+def _run_named(path, *args, user=None):
+    """Start ``path`` (a copy of sleep or a link to it) and wait until it has exec'd."""
+    proc = subprocess.Popen((NOBODY if user == "nobody" else []) + [str(path), *args], stdin=subprocess.DEVNULL)
+    for _ in range(2000):
+        ps = processes.read_psinfo(proc.pid)
+        if ps and ps.comm == path.name[:15]:
+            break
+        os.sched_yield()
+    return proc
+
+
+@pytest.mark.parametrize("user", [None, "nobody"], ids=["root", "nobody"])
+def test_psinfo_fname_is_the_execd_basename_up_to_31_bytes(manual_mount, examples, shared_tmp, user):
+    """proc(4): pr_fname is the exec'd file's basename in PRCOMSIZ (32) bytes,
+    not Linux's 15-byte comm: PAPI's IRIX substrate sizes its tables by it."""
+    folder = Path(tempfile.mkdtemp(dir=shared_tmp))
+    folder.chmod(0o755)
+    copy = folder / "sleep_with_a_long_name24"  # 24 bytes, a copy of the program
+    copy.write_bytes(open("/bin/sleep", "rb").read())
+    copy.chmod(0o755)
+    link = folder / "a_symbolic_link_named_forty_bytes_long__"  # 40 bytes, to sleep
+    link.symlink_to("/bin/sleep")
+    procs = [_run_named(copy, "60", user=user), _run_named(link, "60", user=user)]
+    try:
+        names = [info(examples, manual_mount, p.pid, user=user)["pr_fname"] for p in procs]
+        pinfo = [info(examples, manual_mount, "-i", p.pid, user="nobody")["pr_fname"] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    # The name as exec'd: a link's own name, not its target's; cut at 31 bytes.
+    assert names == pinfo == ["sleep_with_a_long_name24", "a_symbolic_link_named_forty_byt"]
+
+
+def test_psinfo_fname_of_a_renamed_process_is_its_comm():
+    """A process that named itself (prctl PR_SET_NAME) keeps that name: a
+    longer candidate counts only where it begins with comm."""
+    assert processes.exec_name(b"renamed", [b"/usr/bin/some_program_with_a_long_name"], b"") == b"renamed"
+    assert processes.exec_name(b"some_program_wi", [b"x"], b"/opt/some_program_with_a_long_name") == (
+        b"some_program_with_a_long_name"
+    )
+    assert processes.exec_name(b"other_program_n", [b"/bin/some_program_with_a_long_name"], b"/bin/o") == (
+        b"other_program_n"
+    )

@@ -143,3 +143,32 @@ def test_short_child_counts_equal_wait4_user_time(real_mount, short_programs, sh
     # 12 on a quiet machine; a clean CI run once saw 3 of 6): most runs, not all.
     close = [abs(perfex - wait4) <= 0.05 * wait4 + 10 for perfex, wait4 in seen]
     assert sum(close) >= 3, seen
+
+
+THREADS = (
+    "import threading, time\n"
+    "def burn():\n"
+    "    while time.thread_time() < 0.1:\n"
+    "        sum(range(100000))\n"
+    "threads = [threading.Thread(target=burn) for _ in range(3)]\n"
+    "[t.start() for t in threads]\n"
+    "[t.join() for t in threads]\n"
+)
+
+
+def test_perfex_mp_gives_each_thread_of_a_real_program_its_block(real_mount):
+    """perfex -mp on a threaded program under the real clock: a block per
+    thread (each ended thread's CPU time from the kernel's exit accounting),
+    the main thread last, and the blocks add up to the totals."""
+    result = subprocess.run(
+        [sys.executable, "-m", "hwperfd.perfex", "-mp", "--json", "-e", "0", sys.executable, "-c", THREADS],
+        capture_output=True, text=True, env=real_mount.env(), timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stderr)
+    blocks = report["processes"]
+    total = next(e["count"] for e in report["events"] if e["event"] == 0)
+    assert len(blocks) == 4 and all(b["thread_of"] == blocks[-1]["pid"] for b in blocks), blocks
+    assert sum(b["counts"]["0"] for b in blocks) == total
+    # Each thread burnt 0.1 s of CPU time, some of it in the kernel (not counted).
+    assert all(b["counts"]["0"] >= 0.03 * MHZ * 1e6 for b in blocks[:3]), blocks

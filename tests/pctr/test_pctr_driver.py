@@ -107,23 +107,25 @@ def test_a_cpu_without_pctr_counters_answers_enodev_and_still_reads_the_tsc(manu
     assert list(after.pctr_fn) == [0] * 4 and list(after.pctr_hwc) == [0] * 4
 
 
-def test_irix_system_mode_is_busy_while_another_personality_holds_the_hardware(manual_mount, counters):
-    from hwperfd.client import spec
+def test_irix_system_mode_is_busy_while_another_personality_holds_the_hardware(manual_mount):
+    from hwperfd.client import Control, spec
     from structs import HWPERF_CNTEN_K
 
+    control = Control(mount=manual_mount.path)
     manual_mount.control("reserve pctr")
     try:
         with pytest.raises(OSError) as busy:
-            counters.enable({0: spec(0, HWPERF_CNTEN_K)})  # root, kernel mode: system mode
+            control.enable_system({0: spec(0, HWPERF_CNTEN_K)})  # syssgi HWPERF_ENSYSCNTRS
         assert busy.value.errno == errno.EBUSY
         assert "system mode free" in (manual_mount.path / "control").read_text()
     finally:
         manual_mount.control("release pctr")
-    assert counters.enable({0: spec(0, HWPERF_CNTEN_K)}) > 0
+    assert control.enable_system({0: spec(0, HWPERF_CNTEN_K)}) > 0
     text = (manual_mount.path / "control").read_text()
     assert "hardware reserved by irix-system-mode" in text and "model r10000: " in text
     with pytest.raises(OSError) as refused:
         manual_mount.control("reserve pctr")  # the holder's name comes back in the daemon's log
     assert refused.value.errno == errno.EINVAL
-    counters.release()
+    control.release_system()
+    control.close()
     assert "hardware reserved by nobody" in (manual_mount.path / "control").read_text()

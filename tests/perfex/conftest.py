@@ -33,6 +33,7 @@ class Programs:
     libperfex_client: Path  # linked against the shared library
     libperfex_static_client: Path
     lib: Path  # where libperfex.so / .a were built
+    threads: Path  # tests/perfex/threads.c: a pthread program that announces its threads
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +44,7 @@ def programs(shared_tmp) -> Programs:
     subprocess.run(["make", "-s", "-C", str(ROOT / "lib"), f"BUILD={lib}"], check=True)
     cc = ["cc", "-O2", "-Wall", "-Werror"]
     subprocess.run(cc + ["-o", str(out / "waiter"), str(HERE / "waiter.c")], check=True)
+    subprocess.run(cc + ["-pthread", "-o", str(out / "threads"), str(HERE / "threads.c")], check=True)
     client = HERE / "libperfex_client.c"
     subprocess.run(
         cc + ["-I", str(ROOT / "include"), "-o", str(out / "libperfex_client"), str(client),
@@ -54,7 +56,7 @@ def programs(shared_tmp) -> Programs:
               str(lib / "libperfex.a"), "-lm"],
         check=True,
     )  # fmt: skip
-    return Programs(out / "waiter", out / "libperfex_client", out / "libperfex_static_client", lib)
+    return Programs(out / "waiter", out / "libperfex_client", out / "libperfex_static_client", lib, out / "threads")
 
 
 @pytest.fixture(scope="session")

@@ -116,8 +116,8 @@ def test_statistics_from_hand_computed_counts():
         "Mispredicted branches/Decoded branches": 0.1,
         "Graduated loads/Issued loads": 0.8,
         "Graduated stores/Issued stores": 0.8,
-        "Data mispredict/Data scache hits": 900 / 18_000,
-        "Instruction mispredict/Instruction scache hits": 40 / 800,
+        "Data mispredict/Data scache hits": 900 / 2_000,  # the page: 27 / 26, not 27 / (25 - 26)
+        "Instruction mispredict/Instruction scache hits": 40 / 200,  # 11 / 10
         "L1 Cache Line Reuse": (300_000 - 20_000) / 20_000,  # 14
         "L2 Cache Line Reuse": (20_000 - 2_000) / 2_000,  # 9
         "L1 Data Cache Hit Rate": 1 - 20_000 / 300_000,

@@ -564,3 +564,69 @@ def test_a_y_prints_no_statistic_of_events_that_never_got_a_tick(perfex, program
     assert counted == {0, 1, 16, 17}, data["events"]
     names = [s["name"] for s in data["statistics"]]
     assert names == ["Graduated instructions/cycle"], names
+
+
+def test_y_sorts_most_to_least_costly_without_pinning_cycles(perfex, programs, manual_mount, tmp_path):
+    """perfex(1), -y: "sorted from most costly to least costly"; with a cost
+    table that makes 20 000 data cache misses cost 4 000 000 clks, they come
+    before the run's 2 000 000 cycles."""
+    mine = tmp_path / "mine.costs"
+    mine.write_text("25 200 clks 200 clks 200 clks\n")
+    _, report, _ = drive(perfex, ["-y", "-c", mine, "-e", "0", "-e", "25"], [programs.waiter])
+    order = [int(line.split()[0]) for line in report.splitlines() if line[:2].strip().isdigit()]
+    assert order == [25, 0]
+    assert counts_of(report) == {0: 2_000_000, 25: 20_000}
+
+
+@pytest.mark.parametrize("rule", [[], ["--times-16"]], ids=["measured", "times-16"])
+def test_mp_with_a_blocks_add_up_to_the_totals_under_one_rule(perfex, programs, rule):
+    """-a -mp: every process's block and the totals are projected by one rule,
+    so the blocks add up to the totals (before, descendants were multiplied by
+    16 and the totals scaled by the measured share).  --times-16 is the page's
+    rule: every count multiplied by 16."""
+    w = programs.waiter
+    run = perfex("-mp", "-a", *rule, "--json", "sh", "-c", f"{w}; {w}; {SETTLE}")
+    (first,) = run.announced(1)
+    (shell,) = _children(run.proc.pid)
+    run.advance(first, "35ms")
+    run.release(first)
+    (second,) = run.announced(1)
+    run.advance(second, "27ms")
+    run.advance(shell, "3ms")
+    run.release(second)
+    code, _, report = run.finish()
+    assert code == 0
+    data = json.loads(report[report.index("{"):])
+    pids = [p["pid"] for p in data["processes"]]
+    # Folded as hwperfd saw each reaped (either order), the settling sleep, the shell.
+    assert set(pids[:2]) == {first, second} and pids[-1] == shell
+    for event in data["events"]:
+        number, total = str(event["event"]), event["count"]
+        assert sum(p["counts"][number] for p in data["processes"]) == total, number
+        if rule:
+            assert total == event["raw_count"] * 16, number
+    if not rule:  # the measured share projects 65 ms of cycles exactly; x 16 over 6.5 ticks cannot
+        assert next(e for e in data["events"] if e["event"] == 0)["count"] == 65 * MS
+
+
+def test_mp_gives_each_thread_its_block_labelled_by_tid_then_the_totals(perfex, programs, manual_mount):
+    """perfex(1), -mp: "the counters for each thread ... printed out, followed
+    by the counts aggregated across all threads"; a pthread's label is its
+    thread id, as an IRIX sproc'd thread's was its pid."""
+    run = perfex("-mp", "-e", "25", programs.threads, "3")
+    (pid,) = run.announced()
+    tids = [int(run.wait_for_line("thread ").split()[1]) for _ in range(3)]
+    for tid, ms in zip(tids, (10, 20, 30)):
+        manual_mount.control(f"advance-thread {tid} {ms}ms")
+    run.advance(pid, "5ms")  # the main thread
+    run.release(pid)
+    code, _, report = run.finish()
+    assert code == 0, report
+    parts = blocks(report)
+    # Threads in the order they ended (any), the main thread last, then the totals.
+    assert sorted(list(parts)[:3]) == sorted(f"pid {tid}" for tid in tids)
+    assert list(parts)[3:] == [f"pid {pid}", "Totals"]
+    for tid, ms in zip([*tids, pid], (10, 20, 30, 5)):
+        assert counts_of(parts[f"pid {tid}"]) == {0: ms * MS, 25: ms * MS // 100}, tid
+    assert counts_of(parts["Totals"]) == {0: 65 * MS, 25: 65 * MS // 100}
+    assert "Totals over 4 threads" in report

@@ -51,3 +51,18 @@ def test_libperfex_counts_25_and_26_together(r12000_mount, programs):
     assert int(values["c0"]) == 10 * MS // 100 and int(values["c1"]) == 10 * MS // 1000
     assert "Based on 300 MHz MIPS R12000 CPU" in err
     assert "L2 Cache Line Reuse" in err and "L2 Data Cache Hit Rate" in err
+
+
+def test_scache_mispredict_statistics_follow_the_page_on_the_r12000(perfex, r12000_mount, programs):
+    """perfex(1): "Data mispredict/Data scache hits" is "the ratio of the counts"
+    of events 27 and 26, printed when those were gathered (the R12000 counts
+    them together); likewise 11 and 10 for instructions."""
+    for pair, name in (((26, 27), "Data"), ((10, 11), "Instruction")):
+        args = ["-y", "--json", "-e", str(pair[0]), "-e", str(pair[1])]
+        code, report, _ = drive(perfex, args, [programs.waiter], user="160ms", mount=r12000_mount)
+        assert code == 0
+        data = json.loads(report)
+        counts = {e["event"]: e["count"] for e in data["events"]}
+        stats = {s["name"]: s["value"] for s in data["statistics"]}
+        assert counts[pair[0]] > 0
+        assert stats[f"{name} mispredict/{name} scache hits"] == counts[pair[1]] / counts[pair[0]]

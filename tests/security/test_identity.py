@@ -91,8 +91,8 @@ def test_a_root_process_at_a_dead_users_pid_starts_with_nothing_of_theirs(nobody
     end_user_process(user)
     victim = root_python(ROOT_VICTIM, manual_mount, pid)
     report = victim_report(victim)
-    # Never used the counters: EINVAL, not the user's generation or 1 000 000 cycles.
-    assert report["read"] == "EINVAL" and report["control"] == "EINVAL"
+    # Never used the counters: ESRCH, not the user's generation or 1 000 000 cycles.
+    assert report["read"] == "ESRCH" and report["control"] == "ESRCH"
     assert "counters not in use" in report["summary"]
     assert report["enable"] == 1  # its own first generation, not EBUSY
 
@@ -178,7 +178,7 @@ def test_a_setuid_exec_ends_the_users_counters_and_signals(nobody, manual_mount,
     with ProcessCounters(pid, mount=manual_mount.path) as pc:  # root looks
         with pytest.raises(OSError) as gone:
             pc.read()
-        assert gone.value.errno == errno.EINVAL  # what the user set up went at the exec
+        assert gone.value.errno == errno.ESRCH  # what the user set up went at the exec: no counters left
     proc.stdin.close()
     assert proc.stdout.readline() == "0\n"
 
