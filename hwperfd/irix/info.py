@@ -131,6 +131,17 @@ class InfoIoctls:
             )
         )
 
+    def usage(self, pid: int) -> processes.Usage | None:
+        """The host's usage of ``pid`` with the CPU times of the clock its
+        counts come from (the manual clock's time under that clock), so that
+        PIOCGETPREVCTRS's pu_utime and pu_stime agree with the counts beside
+        them.  PIOCUSAGE and PIOCGETPTIMER report the host's, as ps(1) does."""
+        usage = processes.read_usage(pid)
+        times = self.kernel.time.process_times(pid) if usage is not None else None
+        if usage is None or times is None:
+            return usage
+        return dataclasses.replace(usage, user_ns=times[0], system_ns=times[1])
+
     def _usage(self, pid: int, call: IoctlCall) -> Reply:
         usage = processes.read_usage(pid)
         if usage is None:

@@ -38,7 +38,8 @@ class ProcIoctls:
             structs.PIOCGETEVCTRLEX: self._pointers("PIOCGETEVCTRLEX"),
         }
         # proc(4)'s informational ioctls (PIOCPSINFO, PIOCUSAGE, ...) too.
-        for cmd, info in InfoIoctls(kernel).commands.items():
+        self._info = InfoIoctls(kernel)
+        for cmd, info in self._info.commands.items():
             self._commands[cmd] = _on_pid(info)
 
     def __call__(self, pid: int, call: IoctlCall, start: int = 0, gone: bool = False) -> Reply:
@@ -81,7 +82,7 @@ class ProcIoctls:
     def _read_usage(self, target: Target, call: IoctlCall) -> Reply:
         generation, _ = self.kernel.read(call.caller(), target)
         view = self.kernel.view(target.pid, target.start)
-        usage = processes.read_usage(target.pid)
+        usage = self._info.usage(target.pid)
         return generation, marshal.build_prusage(usage, view, self._tlb_misses(target.pid, usage))
 
     def _control(self, target: Target, call: IoctlCall) -> Reply:

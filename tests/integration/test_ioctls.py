@@ -141,9 +141,30 @@ def test_getprevctrs_fills_usage_from_linux_and_counts(counters, manual_mount):
     assert f.pu_minf > 0 and f.pu_rss > 0 and f.pu_size >= f.pu_rss
     assert f.pu_vctx + f.pu_ictx > 0
     assert f.pu_syscr > 0
-    assert f.pu_utime.tv_sec * 10**9 + f.pu_utime.tv_nsec > 0
+    assert f.pu_utime.tv_sec * 10**9 + f.pu_utime.tv_nsec >= MS  # the manual clock's, advanced above
     assert f.pu_cpu_mon.cm_gen == gen and f.pu_cpu_mon.cm_flags & 0x1
     assert f.pu_cpu_mon.cm_evctrl[0].hwp_mode == HWPERF_CNTEN_U
+
+
+def _ns(spec):
+    return spec.tv_sec * 10**9 + spec.tv_nsec
+
+
+def test_getprevctrs_usage_times_are_the_clocks_that_the_counts_come_from(counters, manual_mount):
+    """pu_utime and pu_stime sit beside the counts: on the manual clock they
+    are its time, which moves only when told, never the host's."""
+    counters.enable({0: user(0)})
+    before = counters.read_usage()
+    sum(range(2_000_000))  # host CPU time the manual clock does not see
+    after = counters.read_usage()
+    assert _ns(after.fields.pu_utime) == _ns(before.fields.pu_utime)
+    assert _ns(after.fields.pu_stime) == _ns(before.fields.pu_stime)
+    assert after.fields.pu_utlb == before.fields.pu_utlb
+    advance(manual_mount, "3ms", "2ms")
+    moved = counters.read_usage()
+    assert _ns(moved.fields.pu_utime) - _ns(before.fields.pu_utime) == 3 * MS
+    assert _ns(moved.fields.pu_stime) - _ns(before.fields.pu_stime) == 2 * MS
+    assert moved.counts[0] - before.counts[0] == 3 * CYCLES_PER_MS
 
 
 def test_papi_read_only_open_can_drive_the_counters(manual_mount):
