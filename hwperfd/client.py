@@ -181,10 +181,10 @@ class _MountFile:
         return gen, structs.fast.hwperf_eventctrl_t.struct.unpack(out)
 
 
-_STATE_HEADER = struct.Struct("<IHHIIIiQQQQQi")
+_STATE_HEADER = struct.Struct("<IHHIIIiQQQQQiIQ")
 _WRITING_SPINS = 100_000  # snapshots of a page found mid-write before asking the daemon (lib/state.c)
 # The header and IRIX's 32 slots in one unpack: the fast read's cost is Python's.
-_STATE_IRIX = struct.Struct("<IHHIIIiQQQQQi60x160Q")
+_STATE_IRIX = struct.Struct("<IHHIIIiQQQQQiIQ48x160Q")
 _CPU_CLOCKS = {
     structs.HWPERFD_STATE_CLOCK_PROCESS: time.CLOCK_PROCESS_CPUTIME_ID,
     structs.HWPERFD_STATE_CLOCK_THREAD: time.CLOCK_THREAD_CPUTIME_ID,
@@ -250,18 +250,18 @@ class StatePage:
             return None
         if flags & structs.HWPERFD_STATE_FALLBACK or _children_times() != self.children:
             return None
-        counts = list(fields[13:173:5])
+        counts = list(fields[15:175:5])
         if fields[5] == structs.HWPERFD_STATE_CLOCK_MANUAL:
             return fields[6], tuple(counts)
-        user_ns, system_ns, split_user, split_system, tick_ns = fields[7:12]
-        ticks = split_user + split_system
-        total = max(now, ticks * tick_ns)
-        system = total * split_system // ticks if ticks else 0
-        du = max(0, total - system - user_ns)
-        ds = max(0, system - system_ns)
-        for i, den in enumerate(fields[17:173:5]):
+        user_ns, system_ns, split_user, split_system, room = fields[7:12]
+        carry = fields[14]
+        dt = max(0, now - user_ns - system_ns)
+        parts = split_user + split_system
+        ds = min((carry + dt * split_system) // parts, room, dt) if parts else 0
+        du = dt - ds
+        for i, den in enumerate(fields[19:175:5]):
             if den:
-                base = 13 + 5 * i
+                base = 15 + 5 * i
                 counts[i] += (fields[base + 1] + du * fields[base + 2] + ds * fields[base + 3]) // den
         return fields[6], tuple(counts)
 

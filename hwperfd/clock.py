@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from typing import Callable, NamedTuple
 
 from hwperfd.host import processes
+from hwperfd.host.attribution import SHARE_ONE, Attribution
 
 CpuTimes = tuple[int, int]
 
@@ -83,86 +85,164 @@ class ManualClock:
 
 class RealClock:
     """The host's CPU time.  Emulated CPU i takes an equal share of host CPU
-    ``i % host_cpus``, so N emulated CPUs together see the whole machine."""
+    ``i % host_cpus``, so N emulated CPUs together see the whole machine.
+
+    A process's (or thread's) time is divided into user and system time by
+    an ``Attribution`` kept for it from the first time it is asked about
+    (``hwperfd.host.attribution`` says how and why); a process nobody asks
+    about costs nothing.  stat is read at most once a tick per context, and
+    not at all while a state page holds the context's line: then the line
+    changes only when the page is written (``page_line``)."""
 
     name = "real"
 
     FINALS_KEPT = 4096  # exit records of processes nobody has asked about yet
+    KEPT = 4096  # attributions of contexts not held by a page, least recently asked dropped first
+    SETTLE_TICKS = 100  # a zombie's stat is its exit split to 1% from this many ticks on
 
     def __init__(self, cpus: int) -> None:
         self._cpus = cpus
         self._final: OrderedDict[int, CpuTimes] = OrderedDict()
-        self._ticks: dict[int, tuple[int, tuple[int, int]]] = {}  # pid -> (read at, (utime, stime))
-        self._held: set[int] = set()  # pids with a state page: their ratio moves only in refresh_split
-        self._thread_splits: dict[int, tuple[int, int]] = {}  # tid -> (utime, stime) a thread's page shows
+        self._atts: OrderedDict[int, tuple[int, Attribution]] = OrderedDict()  # pid -> (stat read at, line)
+        self._held: set[int] = set()  # pids with a state page
+        self._thread_atts: OrderedDict[int, tuple[int, Attribution]] = OrderedDict()  # tid -> (stat read at, line)
+        self._thread_held: set[int] = set()
         self._thread_final: OrderedDict[tuple[int, int], CpuTimes] = OrderedDict()  # (pid, tid) -> exit record
 
+    # -- processes ---------------------------------------------------------------
+
     def process_times(self, pid: int) -> CpuTimes | None:
-        """Exact total now (one clock_gettime), split user/system in the ratio
-        stat gave at most a tick ago: stat only changes a tick at a time, so
-        reading it on every counter read would buy nothing.  Once a process
-        has exited, the kernel's exit accounting is its last word."""
+        """The process's counted user and system time now (one clock_gettime;
+        stat at most once a tick).  Once it has exited, the kernel's exit
+        accounting is reached as far as what was counted allows."""
         if pid in self._final:
             return self._exited_times(pid)
-        now = time.monotonic_ns()
-        cached = self._ticks.get(pid)
-        if cached is None or (now - cached[0] >= processes.TICK_NS and pid not in self._held):
-            ticks = processes.read_cpu_ticks(pid)
-            if ticks is None:
-                return None
-            self._ticks[pid] = (now, ticks)
-            if len(self._ticks) > self.FINALS_KEPT:
-                self._drop_stale_ticks(now)
-        else:
-            ticks = cached[1]
-        times = processes.cpu_times_from_ticks(pid, *ticks)
-        return None if times is None else (times.user_ns, times.system_ns)
+        return self._times(self._atts, self._held, pid, processes.read_cpu_ticks_state, processes.read_cpu_total)
 
-    def _drop_stale_ticks(self, now: int) -> None:
-        """The cache of stat's ratios holds any pid a caller named (a refused
-        request too): past its bound, entries a tick old go - they would be
-        read again anyway - except those a state page holds."""
-        stale = [p for p, (at, _) in self._ticks.items() if now - at >= processes.TICK_NS and p not in self._held]
-        for pid in stale:
-            del self._ticks[pid]
+    def _times(
+        self,
+        atts: OrderedDict[int, tuple[int, Attribution]],
+        held: set[int],
+        key: int,
+        read_ticks: Callable[[int], tuple[int, int, bool] | None],
+        read_total: Callable[[int], int | None],
+    ) -> CpuTimes | None:
+        entry = atts.get(key)
+        now = time.monotonic_ns()
+        if entry is None or now - entry[0] >= processes.TICK_NS:
+            # A held line does not change here, but a zombie still settles:
+            # nobody reads its page any more, and its exit is written to it.
+            ticks = read_ticks(key)  # before the clock: stat is never ahead of it
+            total = read_total(key)
+            if ticks is None or total is None:
+                return None
+            utime, stime, zombie = ticks
+            if entry is None:
+                att = Attribution.start(total, (utime, stime), processes.TICK_NS)
+                atts[key] = (now, att)
+                if len(atts) > self.KEPT:
+                    self._drop_oldest(atts, held)
+                return att.last
+            att = entry[1]
+            if zombie and utime + stime >= self.SETTLE_TICKS:
+                # Its stat is final and is what wait4 will report: reached as
+                # far as what was counted allows, before any exit record.
+                att.settle(total, (utime * processes.TICK_NS, stime * processes.TICK_NS))
+                atts[key] = (now, att)
+                return att.last
+            if key in held:
+                return att.at(total)
+            att.at(total)
+            att.look((utime, stime), processes.TICK_NS)
+            atts[key] = (now, att)
+            atts.move_to_end(key)
+            return att.last
+        total = read_total(key)
+        return None if total is None else entry[1].at(total)
+
+    def _drop_oldest(self, atts: OrderedDict[int, tuple[int, Attribution]], held: set[int]) -> None:
+        """Past ``KEPT`` the least recently asked about goes (one a page holds
+        never): asked about again, it starts a new line from stat."""
+        for key in atts:
+            if key not in held:
+                del atts[key]
+                return
 
     def _exited_times(self, pid: int) -> CpuTimes | None:
-        final = self._final[pid]
         info = processes.read_process(pid)
-        if info is None:
-            return final
-        if info.zombie:
-            return self._zombie_times(pid, final)
-        # A live process under that pid is a new one: the record was its predecessor's.
-        del self._final[pid]
-        return self.process_times(pid)
-
-    def _zombie_times(self, pid: int, final: CpuTimes) -> CpuTimes:
-        """A zombie's CPU clock is final and exact, the rest of its exit
-        included, which its exit record (made earlier) is not: the total
-        comes from the clock, divided as the record divides it.  Kept, so
-        the process's time never moves back once its parent reaps it."""
-        total = processes.read_cpu_total(pid)
-        user, system = final
-        if total is None or total <= user + system:
-            return final
-        if user + system == 0:
-            times = (total, 0)
-        else:
-            part = total * system // (user + system)
-            times = (total - part, part)
-        self._final[pid] = times
-        return times
+        final = self._final[pid]
+        if info is not None and not info.zombie and (processes.read_cpu_total(pid) or 0) < sum(final):
+            # A live process under that pid that has run less than the record
+            # says is a new one: the record was its predecessor's.  (One that
+            # has run as long is the same, still in the rest of its exit.)
+            self.forget(pid)
+            return self.process_times(pid)
+        total = final[0] + final[1]
+        if info is not None:
+            # A zombie's CPU clock is final and exact, the rest of its exit
+            # included, which its exit record (made earlier) is not.
+            total = max(total, processes.read_cpu_total(pid) or 0)
+        entry = self._atts.get(pid)
+        if entry is None:
+            # Never asked about while it ran: its exit split is the whole story.
+            times = _scaled(final, total)
+            entry = (0, Attribution(times[0], times[1], (0, 0), last=times, marks=[(total, times[1])]))
+            self._atts[pid] = entry
+        return entry[1].settle(total, final)
 
     def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
-        """The kernel's exit accounting for ``pid``: its last word on CPU
-        time, which outlives the /proc entry a parent may reap at once.
-        Kept for every exit, as it may arrive before the fork that makes the
-        process interesting is applied."""
+        """The kernel's exit accounting for ``pid`` (what wait4 reports for it):
+        its last word on CPU time, which outlives the /proc entry a parent may
+        reap at once.  Kept for every exit, as it may arrive before the fork
+        that makes the process interesting is applied."""
         self._final[pid] = (user_ns, system_ns)
         self._final.move_to_end(pid)
         while len(self._final) > self.FINALS_KEPT:
             self._final.popitem(last=False)
+
+    def forget(self, pid: int) -> None:
+        self._final.pop(pid, None)
+        self._atts.pop(pid, None)
+        self._held.discard(pid)
+
+    def hold_split(self, pid: int, held: bool) -> None:
+        """A process that reads its own counts from a state page divides its
+        CPU time on the line the page shows; the daemon must keep to the same
+        line until it writes the page again (``page_line``), or a read through
+        it could fall below a read from the page a moment earlier."""
+        if held:
+            self._held.add(pid)
+        else:
+            self._held.discard(pid)
+
+    def page_line(self, pid: int, seen: CpuTimes, fresh: bool) -> PageLine | None:
+        """The line a state page of ``pid`` shows from ``seen`` (the counts'
+        times, which a catch-up has just taken from this clock): a new base
+        there, and stat's ratio read anew if ``fresh`` and a tick old."""
+        return self._page_line(self._atts, pid, seen, fresh, processes.read_cpu_ticks)
+
+    def _page_line(
+        self,
+        atts: OrderedDict[int, tuple[int, Attribution]],
+        key: int,
+        seen: CpuTimes,
+        fresh: bool,
+        read_ticks: Callable[[int], tuple[int, int] | None],
+    ) -> PageLine | None:
+        entry = atts.get(key)
+        if entry is None or entry[1].last != seen:
+            return None
+        att = entry[1]
+        now = time.monotonic_ns()
+        ticks = read_ticks(key) if fresh and now - entry[0] >= processes.TICK_NS else None
+        if ticks is not None:
+            att.look(ticks, processes.TICK_NS)
+            atts[key] = (now, att)
+        else:
+            att.rebase()
+        return PageLine(SHARE_ONE - att.share, att.share, att.carry, att.room)
+
+    # -- CPUs ----------------------------------------------------------------------
 
     def cpu_times(self, cpu: int) -> CpuTimes:
         host = processes.read_system_cpu_times()
@@ -175,14 +255,26 @@ class RealClock:
         as a TSC starts at 0 at boot (pctr(4)); the same on every CPU."""
         return time.monotonic_ns()
 
+    # -- threads -------------------------------------------------------------------
+
     def thread_times(self, pid: int, tid: int) -> CpuTimes | None:
-        """One thread's exact run time, split as its own stat splits it (as
-        its state page shows, while it has one: ``hold_thread_split``)."""
-        times = processes.read_thread_cpu_times(pid, tid, self._thread_splits.get(tid))
+        """One thread's counted user and system time: its exact run time
+        (schedstat) divided as a process's is."""
+        times = self._times(
+            self._thread_atts,
+            self._thread_held,
+            tid,
+            lambda t: _running(processes.read_task_cpu_ticks(pid, t)),
+            lambda t: processes.read_thread_run_ns(pid, t),
+        )
         if times is None:
             # Gone: its exit record, if taskstats has told us, is its last word.
-            return self._thread_final.get((pid, tid))
-        return times.user_ns, times.system_ns
+            final = self._thread_final.get((pid, tid))
+            entry = self._thread_atts.get(tid)
+            if final is not None and entry is not None:
+                return entry[1].settle(max(final[0] + final[1], sum(entry[1].last)), final)
+            return final
+        return times
 
     def thread_exited(self, pid: int, tid: int, user_ns: int, system_ns: int) -> None:
         """The kernel's exit accounting for thread ``tid`` of ``pid``: the
@@ -193,60 +285,44 @@ class RealClock:
         while len(self._thread_final) > self.FINALS_KEPT:
             self._thread_final.popitem(last=False)
 
-    def thread_split(self, tid: int) -> tuple[int, int] | None:
-        """The (utime, stime) ratio held for thread ``tid``, if any."""
-        return self._thread_splits.get(tid)
+    def hold_thread_split(self, tid: int, held: bool) -> None:
+        """As ``hold_split``, for a thread's page."""
+        if held:
+            self._thread_held.add(tid)
+        else:
+            self._thread_held.discard(tid)
 
-    def hold_thread_split(self, tid: int, held: bool) -> tuple[int, int] | None:
-        """Split thread ``tid``'s time in its stat's ratio as of now until
-        this is called again, as a reader of its state page splits it (the
-        reader cannot read stat without a system call's worth of parsing);
-        returns the (utime, stime) held.  False: follow stat again."""
-        self._thread_splits.pop(tid, None)
-        if not held:
-            return None
-        ticks = processes.read_thread_cpu_ticks(tid)
-        if ticks is not None:
-            self._thread_splits[tid] = ticks
-        return ticks
-
-    def forget(self, pid: int) -> None:
-        self._final.pop(pid, None)
-        self._ticks.pop(pid, None)
-        self._held.discard(pid)
+    def thread_page_line(self, tid: int, seen: CpuTimes, fresh: bool) -> PageLine | None:
+        """As ``page_line``, for thread ``tid``'s page.  ``fresh`` only while
+        the thread waits: while it runs its schedstat lags its own clock, and
+        a new ratio from that point could take a later read below an earlier one."""
+        return self._page_line(self._thread_atts, tid, seen, fresh, processes.read_thread_cpu_ticks)
 
     def forget_thread(self, tid: int) -> None:
-        self._thread_splits.pop(tid, None)
+        self._thread_atts.pop(tid, None)
+        self._thread_held.discard(tid)
 
-    def hold_split(self, pid: int, held: bool) -> None:
-        """A process that reads its own counts from a state page splits its
-        CPU time in the ratio the page shows; the daemon must split in the
-        same one until it writes the page again (``refresh_split``), or a read
-        through it could fall below a read from the page a moment earlier."""
-        if held:
-            self._held.add(pid)
-        else:
-            self._held.discard(pid)
 
-    def refresh_split(self, pid: int) -> tuple[int, int] | None:
-        """Take stat's ratio anew, if the one held is a tick old (after
-        counting the time so far in it); returns the (utime, stime) ticks
-        now used for ``pid``."""
-        if pid in self._final:
-            return None
-        now = time.monotonic_ns()
-        cached = self._ticks.get(pid)
-        if cached is None or now - cached[0] >= processes.TICK_NS:
-            ticks = processes.read_cpu_ticks(pid)
-            if ticks is not None:
-                self._ticks[pid] = (now, ticks)
-        return self.split_of(pid)
+class PageLine(NamedTuple):
+    """What a state page shows of the line its context's time follows past
+    its base: shares of new time (user, system, over SHARE_ONE together),
+    the carried fraction of a ns and the system time still allowed."""
 
-    def split_due(self, pid: int) -> bool:
-        """The ratio held for ``pid`` is a tick old (or there is none yet)."""
-        cached = self._ticks.get(pid)
-        return cached is None or time.monotonic_ns() - cached[0] >= processes.TICK_NS
+    share_user: int
+    share_system: int
+    carry: int
+    room: int
 
-    def split_of(self, pid: int) -> tuple[int, int] | None:
-        cached = self._ticks.get(pid)
-        return None if cached is None else cached[1]
+
+def _running(ticks: tuple[int, int] | None) -> tuple[int, int, bool] | None:
+    """A thread's ticks, as a process's are read (a thread is no zombie)."""
+    return None if ticks is None else (ticks[0], ticks[1], False)
+
+
+def _scaled(final: CpuTimes, total: int) -> CpuTimes:
+    """``total`` divided as ``final`` divides its own."""
+    whole = final[0] + final[1]
+    if whole == 0:
+        return total, 0
+    system = total * final[1] // whole
+    return total - system, system

@@ -304,6 +304,11 @@ class Daemon:
             ended = {e.tgid for e in seen if isinstance(e, procevents.ExitEvent)}
             announced, self._held = taskstats.announced(self._drain_accounting(), ended)
             self.fs.fast.hold(bool(self._held))
+            for record in self._held:
+                # A held process exit is applied a round later, but its times
+                # are final now: a read of the zombie meanwhile settles on them.
+                if isinstance(record, taskstats.TaskExit) and record.whole_group:
+                    self.clock.exited(record.pid, *record.split())
             records += announced
             batch = self._exit_events(records)
             # taskstats' whole-group exits: every thread of those processes is gone.

@@ -113,7 +113,7 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
 {
     const volatile struct hwperfd_state *p = r->page;
     struct hwperfd_state_slot slots[HWPERFD_STATE_SLOTS];
-    uint64_t user_ns, system_ns, split_user, split_system, tick_ns, now = 0, du, ds;
+    uint64_t user_ns, system_ns, split_user, split_system, split_carry, system_room, now = 0, du, ds;
     uint32_t seq, flags, kind;
     struct timeval cu = {0, 0}, cs = {0, 0};
     int gen;
@@ -140,7 +140,8 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
         system_ns = p->hs_system_ns;
         split_user = p->hs_split_user;
         split_system = p->hs_split_system;
-        tick_ns = p->hs_tick_ns;
+        split_carry = p->hs_split_carry;
+        system_room = p->hs_system_room;
         if (nslots > HWPERFD_STATE_SLOTS)
             nslots = HWPERFD_STATE_SLOTS;
         for (i = 0; i < n && i < nslots; i++) {
@@ -176,7 +177,7 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
     }
     du = ds = 0;
     if (kind != HWPERFD_STATE_CLOCK_MANUAL)
-        hwperfd_state_elapsed(now, user_ns, system_ns, split_user, split_system, tick_ns, &du, &ds);
+        hwperfd_state_elapsed(now, user_ns, system_ns, split_user, split_system, split_carry, system_room, &du, &ds);
     for (i = 0; i < n; i++)
         counts[i] = hwperfd_state_slot_count(slots[i].count, slots[i].residue, slots[i].per_user,
                                              slots[i].per_system, slots[i].den, du, ds);

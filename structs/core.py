@@ -272,7 +272,7 @@ LAYOUTS: dict[str, Layout] = {
 # -- the state page (structs/state.py, include/hwperfd/state.h): a process's own counts without a round trip
 
 HWPERFD_STATE_MAGIC = 0x53505748  # "HWPS"
-HWPERFD_STATE_VERSION = 1
+HWPERFD_STATE_VERSION = 2
 HWPERFD_STATE_SIZE = 4096  # one page, whatever the host's page size is at least
 HWPERFD_STATE_SLOTS = 64  # room for IRIX's 32 slots, and perfctr's TSC + PMCs
 

@@ -6,11 +6,11 @@ A reader takes the page under its sequence counter (odd while the daemon
 writes), then, under the real clock, its own CPU time, and extrapolates each
 slot from the snapshot exactly as the daemon would (README, Self-monitoring):
 
-    total  = max(cpu clock, (split_user + split_system) * tick_ns)
-    system = total * split_system // (split_user + split_system)   (0 if no ticks)
-    user   = total - system
-    count  = snap + (residue + max(0, user - user_ns) * per_user
-                             + max(0, system - system_ns) * per_system) // den
+    dt     = max(0, cpu clock - user_ns - system_ns)
+    ds     = min((split_carry + dt * split_system) // (split_user + split_system),
+                 system_room, dt)                              (0 if no parts)
+    du     = dt - ds
+    count  = snap + (residue + du * per_user + ds * per_system) // den
 """
 
 from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, PaddedString, Struct
@@ -47,11 +47,13 @@ hwperfd_state_t = Struct(
     "hs_generation" / Int32sl,
     "hs_user_ns" / Int64ul,  # the context's CPU times at the snapshot
     "hs_system_ns" / Int64ul,
-    "hs_split_user" / Int64ul,  # the user:system ratio the daemon splits CPU time by
+    "hs_split_user" / Int64ul,  # the user:system parts of CPU time past the snapshot
     "hs_split_system" / Int64ul,
-    "hs_tick_ns" / Int64ul,  # a tick: the total is at least (split_user + split_system) ticks
+    "hs_system_room" / Int64ul,  # the most system time past the snapshot
     "hs_pid" / Int32sl,  # the process (or thread) counted
-    "hs_reserved" / Bytes(60),
+    "hs_pad" / Int32ul,
+    "hs_split_carry" / Int64ul,  # a part of a ns of system time carried in, over the parts
+    "hs_reserved" / Bytes(48),
     "hs_slots" / Array(HWPERFD_STATE_SLOTS, hwperfd_state_slot_t),
 )
 

@@ -120,18 +120,6 @@ def register_rates(
     return (base if selection.user else Fraction(0)), base * (kernel + exl)
 
 
-def split(total: int, ticks: tuple[int, int], tick_ns: int) -> tuple[int, int]:
-    """``hwperfd.host.processes``' split of a CPU clock reading: the total,
-    at least the ticks' worth, divided in the ticks' user:system ratio."""
-    utime, stime = ticks
-    count = utime + stime
-    total = max(total, count * tick_ns)
-    if count == 0:
-        return total, 0
-    system = total * stime // count
-    return total - system, system
-
-
 def extrapolate(snapshot: Snapshot, now: tuple[int, int]) -> tuple[int, ...]:
     """Every slot's count at CPU times ``now``, as the daemon's catch-up would give."""
     du = max(0, now[0] - snapshot.seen[0])

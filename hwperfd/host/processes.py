@@ -318,6 +318,23 @@ def read_thread_cpu_ticks(tid: int) -> tuple[int, int] | None:
     return _ticks_in(f"{PROC}/{tid}/task/{tid}/stat")
 
 
+def read_task_cpu_ticks(pid: int, tid: int) -> tuple[int, int] | None:
+    """Thread ``tid``'s own stat (utime, stime) in clock ticks, or None if gone."""
+    return _ticks_in(f"{PROC}/{pid}/task/{tid}/stat")
+
+
+def read_thread_run_ns(pid: int, tid: int) -> int | None:
+    """Thread ``tid``'s exact run time (schedstat's first field, brought up
+    to date at a tick or a switch), or None if gone."""
+    try:
+        return int(_read(f"{PROC}/{pid}/task/{tid}/schedstat").split()[0])
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
+        return None
+
+
 def pidfd_alive(fd: int) -> bool:
     """Whether the process behind a pidfd is still there (a zombie is; a
     reaped one is not): signal 0 checks without sending."""
@@ -511,6 +528,20 @@ def read_cpu_ticks(pid: int) -> tuple[int, int] | None:
     """stat's (utime, stime) in clock ticks, or None if gone: the only place
     Linux splits user from system time, and it moves a tick at a time."""
     return _ticks_in(f"{PROC}/{pid}/stat")
+
+
+def read_cpu_ticks_state(pid: int) -> tuple[int, int, bool] | None:
+    """stat's (utime, stime) in clock ticks and whether ``pid`` is a zombie,
+    or None if gone.  A zombie's are the split wait4 will report (both come
+    from the kernel's thread_group_cputime_adjusted)."""
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
+        return int(st[_UTIME]), int(st[_STIME]), st[_STATE] == b"Z"
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
+        return None
 
 
 def _ticks_in(stat_path: str) -> tuple[int, int] | None:

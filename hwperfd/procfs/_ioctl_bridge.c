@@ -272,7 +272,8 @@ fast_counts(struct fast_entry *e, int *generation, uint64_t *counts)
         if (clock_gettime(id, &ts) != 0)
             return 0;
         hwperfd_state_elapsed((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec, p->hs_user_ns,
-                              p->hs_system_ns, p->hs_split_user, p->hs_split_system, p->hs_tick_ns, &du, &ds);
+                              p->hs_system_ns, p->hs_split_user, p->hs_split_system, p->hs_split_carry,
+                              p->hs_system_room, &du, &ds);
     }
     else if (p->hs_clock != HWPERFD_STATE_CLOCK_MANUAL)
         return 0;

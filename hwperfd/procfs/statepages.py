@@ -48,7 +48,7 @@ PRIVATE_PAGES = 1024
 
 # hwperfd_state_t packed by hand: construct takes a millisecond for 64 slots,
 # and a page is written after every request on its process.
-_HEADER = struct.Struct("<IHHIIIiQQQQQi60x")
+_HEADER = struct.Struct("<IHHIIIiQQQQQiIQ48x")
 _SLOTS = struct.Struct(f"<{5 * structs.HWPERFD_STATE_SLOTS}Q")
 assert _HEADER.size + _SLOTS.size == structs.hwperfd_state_t.sizeof()
 _SEQ_OFFSET = 8  # hs_seq: odd while the page is written
@@ -304,35 +304,40 @@ class StatePages:
         self._begin(page)
         data = None
         try:
-            ticks = (0, 0)
-            if page.clock != structs.HWPERFD_STATE_CLOCK_PROCESS:
-                source.catch_up([pid])  # manual: the page shows the count itself
-                if page.clock == structs.HWPERFD_STATE_CLOCK_THREAD:
-                    # Counted so far in the ratio the page showed; from here in
-                    # stat's ratio now (if the thread waits for this request),
-                    # held for the daemon's reads too.  While the thread runs
-                    # its schedstat lags its own clock: a new ratio from that
-                    # point could take a later read below an earlier one.
+            line: Any = None
+            if page.clock != structs.HWPERFD_STATE_CLOCK_MANUAL:
+                # The page's base is the counts' times now; past it, the
+                # clock's line (hwperfd.host.attribution), which the daemon
+                # keeps to until the page is written again.  A process page
+                # takes stat's ratio anew when it is a tick old; a thread's
+                # only if the thread waits for this request (``resplit``).
+                source.catch_up([pid])
+                snapshot = source.snapshot(pid)
+                if snapshot is not None:
                     clock: Any = self.clock
-                    ticks = (clock.hold_thread_split(pid, True) if resplit else clock.thread_split(pid)) or (0, 0)
+                    if page.clock == structs.HWPERFD_STATE_CLOCK_THREAD:
+                        line = clock.thread_page_line(pid, snapshot.seen, resplit)
+                    else:
+                        line = clock.page_line(pid, snapshot.seen, True)
+                        page.cpu_total = snapshot.seen[0] + snapshot.seen[1]
             else:
-                if self.clock.split_due(pid):  # type: ignore[attr-defined]
-                    # The time so far is counted in the ratio the page showed;
-                    # the next stretch in stat's ratio now (RealClock.hold_split).
-                    source.catch_up([pid])
-                    page.cpu_total = processes.read_cpu_total(pid) or page.cpu_total
-                    self.clock.refresh_split(pid)  # type: ignore[attr-defined]
-                ticks = self.clock.split_of(pid) or (0, 0)  # type: ignore[attr-defined]
-            snapshot = source.snapshot(pid)
+                source.catch_up([pid])  # manual: the page shows the count itself
+                snapshot = source.snapshot(pid)
             if snapshot is not None and source.is_counting(pid):
-                data = self._contents(page, snapshot, ticks)
+                data = self._contents(page, snapshot, line)
         finally:
             self._end(page, data)
         if data is None:
             self.retire(pid, source)
 
-    def _contents(self, page: _Page, snapshot: Snapshot, ticks: tuple[int, int]) -> bytes:
+    def _contents(self, page: _Page, snapshot: Snapshot, line: Any) -> bytes:
+        # Under the real clock, a page whose line the clock could not give
+        # (the counts' times are not the clock's last reading) is read through the ioctl.
         fallback = snapshot.fallback or self._must_ask(page.pid)
+        if line is None and page.clock != structs.HWPERFD_STATE_CLOCK_MANUAL:
+            fallback, line = True, (0, 0, 0, 0)
+        elif line is None:
+            line = (0, 0, 0, 0)
         flags = structs.HWPERFD_STATE_FALLBACK if fallback else 0
         numbers = [n for slot in snapshot.slots for n in slot]
         numbers += [0] * (_SLOTS.size // 8 - len(numbers))
@@ -346,10 +351,12 @@ class StatePages:
             snapshot.generation,
             snapshot.seen[0],
             snapshot.seen[1],
-            ticks[0],
-            ticks[1],
-            processes.TICK_NS,
+            line[0],
+            line[1],
+            line[3],
             page.pid,
+            0,
+            line[2],
         ) + _SLOTS.pack(*numbers)
 
     # The sequence counter: odd while the page is written.

@@ -20,7 +20,7 @@
 #include <sys/types.h>
 
 #define HWPERFD_STATE_MAGIC 0x53505748u /* "HWPS" */
-#define HWPERFD_STATE_VERSION 1
+#define HWPERFD_STATE_VERSION 2
 #define HWPERFD_STATE_SIZE 4096
 #define HWPERFD_STATE_SLOTS 64
 
@@ -48,9 +48,12 @@ struct hwperfd_state_slot {
 };
 
 /*
- * The context's CPU time is split as the daemon splits it: the clock's total,
- * at least (split_user + split_system) * tick_ns, divided in the ratio
- * split_user : split_system (all user time when both are 0).
+ * The context's CPU time past the snapshot is divided as the daemon divides
+ * it (hwperfd/host/attribution.py): of the time the clock shows beyond
+ * user_ns + system_ns, split_system parts in split_user + split_system are
+ * system time (with split_carry of a part carried in), at most
+ * system_room ns of it; the rest is user time.  Time before the snapshot is
+ * never divided again.
  */
 struct hwperfd_state {
     uint32_t hs_magic;
@@ -64,9 +67,11 @@ struct hwperfd_state {
     uint64_t hs_system_ns;
     uint64_t hs_split_user;
     uint64_t hs_split_system;
-    uint64_t hs_tick_ns;
+    uint64_t hs_system_room;
     int32_t hs_pid; /* the process (or thread) counted */
-    unsigned char hs_reserved[60];
+    uint32_t hs_pad;
+    uint64_t hs_split_carry;
+    unsigned char hs_reserved[48];
     struct hwperfd_state_slot hs_slots[HWPERFD_STATE_SLOTS];
 };
 
@@ -81,14 +86,19 @@ __extension__ typedef unsigned __int128 hwperfd_state_u128_t;
  * the daemon's own ioctl bridge): the user and system time since the
  * snapshot, for a context whose CPU clock reads `total` ns ... */
 static __inline__ void hwperfd_state_elapsed(uint64_t total, uint64_t user_ns, uint64_t system_ns, uint64_t split_user,
-                                         uint64_t split_system, uint64_t tick_ns, uint64_t *du, uint64_t *ds)
+                                         uint64_t split_system, uint64_t split_carry, uint64_t system_room,
+                                         uint64_t *du, uint64_t *ds)
 {
-    uint64_t ticks = split_user + split_system, system;
-    if (ticks && total < ticks * tick_ns)
-        total = ticks * tick_ns;
-    system = ticks ? (uint64_t)((hwperfd_state_u128_t)total * split_system / ticks) : 0;
-    *du = total - system > user_ns ? total - system - user_ns : 0;
-    *ds = system > system_ns ? system - system_ns : 0;
+    uint64_t parts = split_user + split_system, base = user_ns + system_ns, dt, system = 0;
+    dt = total > base ? total - base : 0;
+    if (parts)
+        system = (uint64_t)(((hwperfd_state_u128_t)split_carry + (hwperfd_state_u128_t)dt * split_system) / parts);
+    if (system > system_room)
+        system = system_room;
+    if (system > dt)
+        system = dt;
+    *du = dt - system;
+    *ds = system;
 }
 
 /* ... and one slot's count after du and ds more of them. */

@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 from hwperfd.client import StatePage
 from hwperfd.counters.kernel import Caller, CounterKernel
 from hwperfd.counters.request import CounterRequest
-from hwperfd.counters.snapshot import extrapolate, split
+from hwperfd.counters.snapshot import extrapolate
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
-from hwperfd.host import processes
 from hwperfd.procfs.statepages import StatePages
 import structs
 from structs import HWPERF_CNTEN_E, HWPERF_CNTEN_U, spec_word
@@ -122,15 +121,6 @@ def test_released_counters_fall_back():
 def test_no_snapshot_without_counters():
     kernel, _ = counting({0: spec_word(0, HWPERF_CNTEN_U)})
     assert kernel.snapshot(PID + 1) is None
-
-
-@given(total=st.integers(0, 10**13), utime=st.integers(0, 10**5), stime=st.integers(0, 10**5))
-def test_split_is_the_hosts(total, utime, stime):
-    ticks = utime + stime
-    floor = max(total, ticks * processes.TICK_NS)
-    user, system = split(total, (utime, stime), processes.TICK_NS)
-    assert user + system == floor
-    assert system == (floor * stime // ticks if ticks else 0)
 
 
 # -- the page as written and read (no mount: the writer and the Python reader) --

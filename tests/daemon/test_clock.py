@@ -1,4 +1,5 @@
-"""The real clock's caches stay bounded whatever pids callers name."""
+"""The real clock's caches stay bounded whatever pids callers name, and its
+division of CPU time never moves time already counted."""
 
 from __future__ import annotations
 
@@ -6,17 +7,58 @@ from hwperfd import clock as clock_module
 from hwperfd.clock import RealClock
 from hwperfd.host import processes
 
+TICK = processes.TICK_NS
 
-def test_the_ratio_cache_stays_bounded_but_keeps_what_pages_hold(monkeypatch):
+
+def fake_host(monkeypatch, totals, ticks):
     now = [0]
     monkeypatch.setattr(clock_module.time, "monotonic_ns", lambda: now[0])
-    monkeypatch.setattr(processes, "read_cpu_ticks", lambda pid: (3, 1))
-    monkeypatch.setattr(processes, "cpu_times_from_ticks", lambda pid, u, s: processes.CpuTimes(u, s))
+    monkeypatch.setattr(processes, "read_cpu_ticks_state", lambda pid: (*ticks.get(pid, (0, 0)), False))
+    monkeypatch.setattr(processes, "read_cpu_total", lambda pid: totals.get(pid, 0))
+    return now
+
+
+def test_the_line_cache_stays_bounded_but_keeps_what_pages_hold(monkeypatch):
+    totals, ticks = {7: 4 * TICK}, {7: (3, 1)}
+    now = fake_host(monkeypatch, totals, ticks)
     clock = RealClock(2)
     clock.hold_split(7, True)
-    assert clock.process_times(7) == (3, 1)
-    for pid in range(100, 100 + 3 * RealClock.FINALS_KEPT):
-        now[0] += processes.TICK_NS // 4
-        assert clock.process_times(pid) == (3, 1)
-    assert len(clock._ticks) <= RealClock.FINALS_KEPT + 1
-    assert 7 in clock._ticks  # a held ratio is never dropped
+    assert clock.process_times(7) == (3 * TICK, TICK)
+    for pid in range(100, 100 + 3 * RealClock.KEPT):
+        now[0] += TICK // 4
+        assert clock.process_times(pid) == (0, 0)
+    assert len(clock._atts) <= RealClock.KEPT
+    assert 7 in clock._atts  # a held line is never dropped
+
+
+def test_a_new_system_tick_never_moves_time_already_counted(monkeypatch):
+    totals, ticks = {7: 0}, {7: (0, 0)}
+    now = fake_host(monkeypatch, totals, ticks)
+    clock = RealClock(2)
+    assert clock.process_times(7) == (0, 0)
+    totals[7], ticks[7] = 200 * TICK, (200, 0)
+    now[0] += TICK
+    user, system = clock.process_times(7)
+    assert (user, system) == (200 * TICK, 0)
+    # stat now says a tick of the 201 was system time: the 200 already
+    # counted as user stay user time; the tick is spread over what follows.
+    totals[7], ticks[7] = 220 * TICK, (219, 1)
+    now[0] += TICK
+    later = clock.process_times(7)
+    assert later[0] >= user and later[1] >= system and sum(later) == 220 * TICK
+    assert later[0] - user >= 0.99 * 20 * TICK
+
+
+def test_the_exit_record_is_reached_as_far_as_counted_time_allows(monkeypatch):
+    totals, ticks = {7: 0}, {7: (0, 0)}
+    now = fake_host(monkeypatch, totals, ticks)
+    monkeypatch.setattr(processes, "read_process", lambda pid: None)  # reaped
+    clock = RealClock(2)
+    clock.process_times(7)
+    totals[7], ticks[7] = 100 * TICK, (100, 0)
+    now[0] += TICK
+    assert clock.process_times(7) == (100 * TICK, 0)
+    clock.exited(7, 101 * TICK, 9 * TICK)  # wait4: 110 ticks, 9 of them system
+    assert clock.process_times(7) == (101 * TICK, 9 * TICK)
+    clock.exited(7, 50 * TICK, 60 * TICK)  # more system than the 10 ticks left allow
+    assert clock.process_times(7) == (101 * TICK, 9 * TICK)
