@@ -240,6 +240,8 @@ class StatePages:
             self._per_user[page.uid] += 1
         if page.clock == structs.HWPERFD_STATE_CLOCK_PROCESS:
             self.clock.hold_split(page.pid, True)  # type: ignore[attr-defined]
+        elif page.clock == structs.HWPERFD_STATE_CLOCK_THREAD:
+            self.clock.hold_thread_split(page.pid, True)  # type: ignore[attr-defined]
 
     def _make(self, source: PageSource, pid: int, start: int, uid: int, kind: int) -> _Page:
         path = os.path.join(self.dir, secrets.token_hex(16))
