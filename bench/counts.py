@@ -16,7 +16,6 @@ system time (difference in ms; one tick is 10 ms).  Part 2 runs
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -33,7 +32,8 @@ EXL_SHARE = 10
 def mount(where: Path, *args: str) -> subprocess.Popen:
     where.mkdir(parents=True, exist_ok=True)
     log = open(where.parent / f"{where.name}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "hwperfd", *args, str(where)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    argv = [sys.executable, "-m", "hwperfd", *args, str(where)]
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + 15
     while not (where / "control").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -81,21 +81,22 @@ def loop(program: Path, where: Path, reads: int, interval: int):
     return ratios, exits
 
 
-def perfex_ratio(where: Path, program: Path, ms: int) -> float:
-    env = {**os.environ, "HWPERFD_MOUNT": str(where), "PYTHONPATH": str(ROOT)}
-    out = Path(tempfile.mktemp(prefix="perfex-", suffix=".json"))
-    wrapper = [sys.executable, "-c",
-               "import os,sys,json,resource;pid=os.fork()\n"
-               "if pid==0: os.execvp(sys.argv[1], sys.argv[1:])\n"
-               "_,st,ru=os.wait4(pid,0);print(json.dumps([ru.ru_utime+ru.ru_stime]))",
-               str(program), str(ms)]  # fmt: skip
-    result = subprocess.run([sys.executable, "-m", "hwperfd.perfex", "--json", "-e", "0", "-o", str(out), "--", *wrapper],
-                            capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
-    report = json.loads(out.read_text())
-    out.unlink()
-    cycles = next(e["count"] for e in report["events"] if e["event"] == 0)
-    cpu = json.loads(result.stdout.strip().splitlines()[-1])[0]
-    return cycles, cpu
+def perfex_short(where: Path, spin: Path, ms: int, runs: int) -> list[tuple[float, float]]:
+    """perfex's runner (in this process, so the child's rusage is this
+    process's RUSAGE_CHILDREN gain) on ``spin MS``: (counted user ms, wait4 user ms)."""
+    import resource
+
+    sys.path.insert(0, str(ROOT))
+    from hwperfd.perfex import runner
+    from hwperfd.perfex.plan import choose
+
+    out = []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        m = runner.run([str(spin), str(ms)], choose([0], "r10000"), where)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out.append((ns(m.raw[0]) / 1e6, (after.ru_utime - before.ru_utime) * 1e3))
+    return out
 
 
 def main() -> None:
@@ -106,17 +107,28 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hwperfd-bench-counts-"))
     program = work / "interval_loop"
-    subprocess.run(["cc", "-O2", "-I", str(ROOT / "include"), "-o", str(program), str(ROOT / "tests/integration/interval_loop.c")], check=True)  # fmt: skip
+    source = ROOT / "tests/integration/interval_loop.c"
+    subprocess.run(["cc", "-O2", "-I", str(ROOT / "include"), "-o", str(program), str(source)], check=True)
+    spin = work / "spin_cpu"
+    subprocess.run(["cc", "-O2", "-o", str(spin), str(ROOT / "tests/perfex/spin_cpu.c")], check=True)
     where = work / "mnt"
     proc = mount(where, "--clock", "real", "--cpus", "2", "--mhz", str(MHZ))
     try:
-        print(f"Part 1: a user-mode loop read every {args.interval} ms of CPU time, {args.reads} reads, r10000 at {MHZ} MHz")
+        print(f"Part 1: a user-mode loop read every {args.interval} ms of CPU time, {args.reads} reads, "
+              f"r10000 at {MHZ} MHz")  # fmt: skip
         for run in range(args.runs):
             ratios, exits = loop(program, where, args.reads, args.interval)
             for mode, values in ratios.items():
                 print(f"  run {run} {mode:9s} counted/CPU per interval: min {min(values):.4f} "
                       f"median {statistics.median(values):.4f} max {max(values):.4f}")  # fmt: skip
-            print("  run %d exit: " % run + ", ".join(f"{k} {v:+.3f}" for k, v in exits.items()))
+            print(f"  run {run} exit: " + ", ".join(f"{k} {v:+.3f}" for k, v in exits.items()))
+        print("Part 2: perfex -e 0 (user mode) on programs of MS ms of CPU time: counted / wait4 ru_utime")
+        for ms in (1, 15, 150, 1000):
+            pairs = perfex_short(where, spin, ms, 5 if ms < 1000 else 2)
+            ratios = [c / u for c, u in pairs if u]
+            worst = max(abs(c - u) for c, u in pairs)
+            print(f"  {ms:5d} ms: ratio min {min(ratios):.4f} median {statistics.median(ratios):.4f} "
+                  f"max {max(ratios):.4f}; largest difference {worst:.3f} ms")  # fmt: skip
     finally:
         unmount(proc, where)
 

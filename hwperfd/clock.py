@@ -98,7 +98,6 @@ class RealClock:
 
     FINALS_KEPT = 4096  # exit records of processes nobody has asked about yet
     KEPT = 4096  # attributions of contexts not held by a page, least recently asked dropped first
-    SETTLE_TICKS = 100  # a zombie's stat is its exit split to 1% from this many ticks on
 
     def __init__(self, cpus: int) -> None:
         self._cpus = cpus
@@ -144,10 +143,12 @@ class RealClock:
                     self._drop_oldest(atts, held)
                 return att.last
             att = entry[1]
-            if zombie and utime + stime >= self.SETTLE_TICKS:
-                # Its stat is final and is what wait4 will report: reached as
-                # far as what was counted allows, before any exit record.
-                att.settle(total, (utime * processes.TICK_NS, stime * processes.TICK_NS))
+            if zombie:
+                # Its stat is final: wait4 will report a system time within
+                # the tick stat truncated it to, reached as far as what was
+                # counted allows, before any exit record.
+                system = _within_tick(att.at(total)[1], stime, total)
+                att.settle(total, (total - system, system))
                 atts[key] = (now, att)
                 return att.last
             if key in held:
@@ -182,13 +183,20 @@ class RealClock:
             # A zombie's CPU clock is final and exact, the rest of its exit
             # included, which its exit record (made earlier) is not.
             total = max(total, processes.read_cpu_total(pid) or 0)
+        target = _scaled(final, total)
+        ticks = processes.read_cpu_ticks_state(pid) if info is not None else None
+        if ticks is not None and ticks[2]:
+            # The exit record's split (made before the rest of the exit) put
+            # within the tick of the zombie's stat, which wait4 reports.
+            system = _within_tick(target[1], ticks[1], total)
+            target = (total - system, system)
         entry = self._atts.get(pid)
         if entry is None:
             # Never asked about while it ran: its exit split is the whole story.
-            times = _scaled(final, total)
+            times = target
             entry = (0, Attribution(times[0], times[1], (0, 0), last=times, marks=[(total, times[1])]))
             self._atts[pid] = entry
-        return entry[1].settle(total, final)
+        return entry[1].settle(total, target)
 
     def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
         """The kernel's exit accounting for ``pid`` (what wait4 reports for it):
@@ -317,6 +325,13 @@ class PageLine(NamedTuple):
 def _running(ticks: tuple[int, int] | None) -> tuple[int, int, bool] | None:
     """A thread's ticks, as a process's are read (a thread is no zombie)."""
     return None if ticks is None else (ticks[0], ticks[1], False)
+
+
+def _within_tick(system: int, stime: int, total: int) -> int:
+    """``system`` ns put within the tick that stat's ``stime`` ticks truncate
+    (and within ``total``)."""
+    low = stime * processes.TICK_NS
+    return min(max(system, low), low + processes.TICK_NS - 1, total)
 
 
 def _scaled(final: CpuTimes, total: int) -> CpuTimes:

@@ -14,8 +14,7 @@ The rule here (``Attribution``):
   divided; user and system time each only grow, and together they are the
   CPU clock's total, never more.
 * New time is system time at the rate stat's stime grew over the last
-  ``WINDOW_NS`` or more of CPU time (over its whole life, but at least
-  half a window, for a younger process), plus a ``DECAY_NS`` share of the system
+  ``WINDOW_NS`` or more of CPU time, plus a ``DECAY_NS`` share of the system
   time stat reports and not yet counted: a lone 10 ms stime step (which on a
   user-mode loop is mostly rounding, the real system time being a few
   samples of 4 ms spread over seconds) is spread over seconds, not taken
@@ -109,10 +108,12 @@ class Attribution:
         stime_ns = ticks[1] * tick_ns
         self.room = max(0, stime_ns - self.system_ns)
         first_total, first_stime = self.marks[0]
-        # A process younger than a window is taken over its whole life, but
-        # over half a window at least: a 10 ms step of stat's stime early in
-        # a user-mode loop's life is rounding, not 5% of its time.
-        span = max(total - first_total, min(WINDOW_NS, max(total, WINDOW_NS // 2)))
+        # Over a window at least, even for a younger process: stat's stime
+        # moves in 10 ms steps, and the few ms of a user-mode loop's system
+        # time (its start-up's too) show as one step seconds later.  A young
+        # process that keeps calling the kernel is split short of its rate
+        # meanwhile; its exit settles what is left (``settle``).
+        span = max(total - first_total, WINDOW_NS)
         rate = ((stime_ns - first_stime) * SHARE_ONE) // span + (self.room * SHARE_ONE) // DECAY_NS
         self.share = min(SHARE_ONE, max(0, rate))
         self.carry = 0
