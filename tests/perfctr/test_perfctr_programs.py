@@ -255,9 +255,6 @@ def test_hwperfd_run_tells_libpfm_the_mounts_cpu(request, model, pmu):
     assert out.stdout == "pmu=[16]\n"  # the user's choice stands
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: a thread's user/system split is frozen at stat's ratio when its "
-                   "state page is mapped (RealClock.hold_thread_split), so a thread that started in system calls "
-                   "counts its later user time as system time (0 user-mode cycles here; PAPI's zero -84%)")
 def test_user_mode_cycles_follow_the_threads_cpu_time_interval_by_interval(intel_real, perfctr_programs):
     """PAPI's bar (ctests zero, first, high-level): cycles counted in user
     mode over pure user-mode work are CPU time x clock rate within 5%, each
