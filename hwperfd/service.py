@@ -33,11 +33,11 @@ from hwperfd.counters.threads import (
     ThreadTable,
 )
 from hwperfd.cpu.pmu import CpuSet
-from hwperfd.daemon import SetupError, notify
 from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
 from hwperfd.procfs.fs import ProcFs
 from hwperfd.procfs.statepages import DEFAULT_DIR, DEFAULT_PER_USER, StatePages
 from hwperfd.signals import SignalSender
+from hwperfd.startup import SetupError, notify
 
 log = logging.getLogger("hwperfd")
 

@@ -57,7 +57,8 @@ def built(shared_tmp) -> dict[str, Path]:
     out.mkdir(mode=0o755)
     env = {**os.environ, "PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}
     for name, package in PROGRAMS.items():
-        command = f"cc -Wall -Wextra -Werror -o {out / name} {EXAMPLES / name}.c $(pkg-config --cflags --libs {package})"
+        command = f"cc -Wall -Wextra -Werror -o {out / name} {EXAMPLES / name}.c"
+        command += f" $(pkg-config --cflags --libs {package})"
         result = subprocess.run(["sh", "-c", command], env=env, capture_output=True, text=True)
         assert result.returncode == 0, command + "\n" + result.stderr
     shutil.copy(EXAMPLES / "perfex.sh", out)
