@@ -22,13 +22,15 @@ ALLOWED = {
     # The per-user log limit: the FUSE boundary says whose request is logging.
     "hwperfd.lograte": set(),
     # A personality's driver: decode, check in the original's order, call the counters.
-    "hwperfd.pctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
-    "hwperfd.perfctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    "hwperfd.pctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
+    "hwperfd.perfctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
     # Solaris libcpc's kernel side, on the same footing as pctr.
-    "hwperfd.cpc": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    "hwperfd.cpc": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
+    # A personality's node in the mount: the contract between procfs and a personality.
+    "hwperfd.node": {"hwperfd.counters"},
     "hwperfd.procfs": {
-        "hwperfd.irix", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.perfctr", "hwperfd.counters", "hwperfd.cpu",
-        "hwperfd.host", "hwperfd.lograte", "structs",
+        "hwperfd.irix", "hwperfd.node", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte",
+        "structs",
     },
     # Tools are clients: they speak to the mount, never to the daemon's insides.
     "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},
@@ -46,8 +48,9 @@ ALLOWED = {
     "hwperfd.startup": set(),
     # The wiring: every layer of the daemon, put together.
     "hwperfd.service": {
-        "hwperfd.procfs", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.clock", "hwperfd.signals",
-        "hwperfd.startup", "hwperfd.lograte", "structs",
+        "hwperfd.procfs", "hwperfd.node", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.perfctr", "hwperfd.counters",
+        "hwperfd.cpu", "hwperfd.host", "hwperfd.clock", "hwperfd.signals", "hwperfd.startup", "hwperfd.lograte",
+        "structs",
     },
     # The command line: options, set-up checks, then the wiring.
     "hwperfd.daemon": {"hwperfd.service", "hwperfd.startup", "hwperfd.lograte", "hwperfd.cpu"},
