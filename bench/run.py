@@ -15,7 +15,7 @@ The figure per target is the median of the per-round medians, and the ratio
 hwperfd / floor is checked against the 2.0x target, and the daemon's CPU
 per call against 2.5x the floor server's.  Beside each hwperfd
 clock the same client, run with -s, reads its own counters from its state
-page (README, Self-monitoring) instead: no FUSE round trip, target 2 us; and
+page (docs/state-pages.md) instead: no FUSE round trip, target 2 us; and
 the Python client's own reads, from the page and through the ioctl.
 Beside them, a perfctr program's own reads (bench/vperfctr_client.c,
 linked with libperfctr): vperfctr_read_ctrs from the thread's state page

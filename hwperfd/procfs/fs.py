@@ -448,7 +448,7 @@ class ProcFs(pyfuse3.Operations):
             self._pages_changed(None if inode == CONTROL_INODE else handle.pid)
         return len(buf)
 
-    # -- state pages (README, Self-monitoring) ----------------------------------
+    # -- state pages (docs/state-pages.md) ----------------------------------
 
     def _mark_fast(self, fh: int, handle: Handle, caller: int, uid: int, gid: int) -> None:
         """After a read answered here: the bridge may answer this caller's

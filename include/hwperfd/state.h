@@ -1,7 +1,7 @@
 /*
  * hwperfd state pages: a counting context's counters, kept by the daemon in a
  * file the counted process maps read-only, so that the process reads its own
- * counters without a request to the daemon (README, Self-monitoring).
+ * counters without a request to the daemon (docs/state-pages.md).
  *
  * The page holds a snapshot and the exact rates it moves at.  Under the real
  * clock a reader takes its own CPU time and extrapolates with the daemon's
