@@ -127,12 +127,12 @@ ALLOWED_C = {
     "state": set(),  # reads a mapped page: the shim calls it, so it calls nothing the shim interposes
     "state_open": {"state"},  # asks for the page and opens it, for the libraries
     "procredirect": {"state"},  # the hwperfd-run shim
-    "libperfex": {"state", "state_open"},
-    "syssgi": set(),  # libhwperf
-    "libperfctr": {"state", "state_open"},
-    "libcpc": set(),
-    "libpctr": set(),
-    "compat/openbsd": set(),  # libopenbsd-compat, for building OpenBSD's pctr(1)
+    "irix/libperfex": {"state", "state_open"},
+    "irix/syssgi": set(),  # libhwperf
+    "perfctr/libperfctr": {"state", "state_open"},
+    "cpc/libcpc": set(),
+    "pctr/libpctr": set(),
+    "pctr/compat/openbsd": set(),  # libopenbsd-compat, for building OpenBSD's pctr(1)
 }
 C_SOURCES = sorted((ROOT / "lib").rglob("*.c"))
 
@@ -141,7 +141,7 @@ C_SOURCES = sorted((ROOT / "lib").rglob("*.c"))
 def c_symbols(tmp_path_factory) -> dict[str, tuple[set[str], set[str]]]:
     """file -> (the global symbols its object defines, those it uses)."""
     out = tmp_path_factory.mktemp("layering-c")
-    includes = [f"-I{ROOT / 'include'}", f"-I{ROOT / 'lib'}", f"-I{ROOT / 'lib' / 'compat' / 'include'}"]
+    includes = [f"-I{ROOT / 'include'}", f"-I{ROOT / 'lib'}", f"-I{ROOT / 'lib' / 'pctr' / 'compat' / 'include'}"]
     flags = ["-O2", "-fPIC", "-pthread", *includes]
     table = {}
     for source in C_SOURCES:
