@@ -15,7 +15,7 @@ The figure per target is the median of the per-round medians, and the ratio
 hwperfd / floor is checked against the 2.0x target, and the daemon's CPU
 per call against 2.5x the floor server's.  Beside each hwperfd
 clock the same client, run with -s, reads its own counters from its state
-page (README, Self-monitoring) instead: no FUSE round trip, target 2 us; and
+page (docs/state-pages.md) instead: no FUSE round trip, target 2 us; and
 the Python client's own reads, from the page and through the ioctl.
 Beside them, a perfctr program's own reads (bench/vperfctr_client.c,
 linked with libperfctr): vperfctr_read_ctrs from the thread's state page
@@ -46,14 +46,28 @@ where perf cannot count); for reference the interpreter alone with and
 without site, and ``python3 -m hwperfd.perfex`` (site and its .pth hooks
 first); median of interleaved runs, target 6x.
 
+Part 5 (bench modules).  Every ``bench/<topic>.py`` with a top-level
+``main()`` (found anew on each run, so a new module needs no edit here) runs
+as ``python3 bench/<topic>.py``; its output is its figures.  With --quick,
+the modules see HWPERFD_BENCH_QUICK=1 and should do the least that exercises
+every path.
+
+The report.  docs/performance.md (--output) is written whole from the run:
+the command, date, machine, load and placement, every figure of parts 1-4
+beside its floor or baseline and its goal, and each module's output.  No
+figure in it is edited by hand.  --quick makes every part tiny (a smoke
+test, as the suite runs it; its figures mean nothing).
+
 Everything is unmounted at the end, even on error (SIGTERM, then
 fusermount3 -u -z), and the idle children are killed.  Needs root.  Exit
-status 0 if every hwperfd ratio at the gate placement meets the target.
+status 0 if every hwperfd ratio at the gate placement meets the target and
+every bench module exited 0 (with --quick: if every module exited 0).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
 import os
@@ -74,6 +88,12 @@ ROOT = BENCH.parent
 TARGET_RATIO = 2.0
 CPU_TARGET_RATIO = 2.5  # the daemon's CPU per call against the floor server's
 PAGE_TARGET_US = 2.0  # a read of one's own counters from the state page
+IDLE_CPU_TARGET = 1.0  # % of one core, the daemon with idle counting processes
+RSS_PER_PROC_TARGET_KIB = 8.0  # the daemon's RSS per idle counting process
+REPORT = ROOT / "docs" / "performance.md"
+# bench/*.py with a main() that are not bench modules: this runner and the servers it starts.
+NOT_MODULES = {"run", "pyfuse3_floor"}
+QUICK_ENV = "HWPERFD_BENCH_QUICK"  # set to 1 for the bench modules in --quick runs
 PLACEMENTS = ("same", "split", "free")
 
 sys.path.insert(0, str(ROOT))
@@ -126,7 +146,8 @@ def build(tmp: Path) -> tuple[Path, Path]:
     server, client = tmp / "floor_server", tmp / "ioctl_client"
     flags = ["-O2", "-Wall", "-Werror"]
     subprocess.run([cc, *flags, "-o", server, BENCH / "floor_server.c", *fuse.stdout.split()], check=True)
-    subprocess.run([cc, *flags, "-I", ROOT / "include", "-o", client, BENCH / "ioctl_client.c", ROOT / "lib" / "state.c"],
+    subprocess.run([cc, *flags, "-I", ROOT / "include", "-o", client, BENCH / "ioctl_client.c",
+                    ROOT / "lib" / "state.c", ROOT / "lib" / "state_open.c"],
                    check=True)
     return server, client
 
@@ -731,6 +752,198 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
     return "\n".join(lines)
 
 
+
+# -- the report: docs/performance.md ---------------------------------------------
+
+
+@dataclass
+class Figure:
+    """One row of the report: a figure next to its floor (or baseline) and its goal."""
+
+    what: str
+    value: str
+    floor: str = ""
+    ratio: str = ""
+    goal: str = ""
+    verdict: str = ""
+
+
+def passes(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def figures(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult | None,
+            up: StartupResult | None, vpc: list[VperfctrReads]) -> list[Figure]:
+    rows: list[Figure] = []
+    for res in lat:
+        floor = res.figure(res.floor)
+        gate = res.placement == args.gate
+        for s in res.others:
+            if s.state:
+                continue
+            ratio = res.ratio(s)
+            rows.append(Figure(
+                f"PIOCGETEVCTRS round trip, {s.name}, placement {res.placement}", f"{res.figure(s):.1f} us",
+                f"{floor:.1f} us (C libfuse)", f"{ratio:.2f}x",
+                f"<= {TARGET_RATIO:g}x" if s.gated and gate else "", passes(ratio <= TARGET_RATIO) if s.gated and gate else "",
+            ))  # fmt: skip
+        for s in res.others:
+            if s.gated and gate:
+                cpu, fcpu = med(s.cpu_per_call[res.placement]), med(res.floor.cpu_per_call[res.placement])
+                rows.append(Figure(
+                    f"server CPU per call, {s.name}, placement {res.placement}", f"{cpu:.1f} us",
+                    f"{fcpu:.1f} us (C libfuse)", f"{cpu / fcpu:.2f}x", f"<= {CPU_TARGET_RATIO:g}x",
+                    passes(cpu / fcpu <= CPU_TARGET_RATIO),
+                ))  # fmt: skip
+        for page in (s for s in res.others if s.state):
+            ioctl = next(s for s in res.others if s.gated and s.pid == page.pid)
+            fast = res.figure(page)
+            rows.append(Figure(
+                f"own counters from the state page, {ioctl.short} clock, placement {res.placement}",
+                f"{fast * 1000:.0f} ns", f"{floor:.1f} us (C libfuse); ioctl {res.figure(ioctl):.1f} us",
+                f"ioctl / page {res.figure(ioctl) / fast:.0f}x", f"<= {PAGE_TARGET_US:g} us",
+                passes(fast <= PAGE_TARGET_US),
+            ))  # fmt: skip
+    if lat:
+        for s in lat[0].others:
+            if s.gated and s.python is not None:
+                page_us, ioctl_us = s.python
+                rows.append(Figure(f"Python client's own read from the page, {s.short} clock", f"{page_us:.1f} us",
+                                   f"ioctl {ioctl_us:.1f} us", f"ioctl / page {ioctl_us / page_us:.1f}x"))
+    for v in vpc:
+        page, ioctl = med(v.page_ns), med(v.ioctl_ns)
+        rows.append(Figure(
+            f"vperfctr_read_ctrs from the page, {v.clock} clock, placement {args.gate}", f"{page:.0f} ns",
+            f"VPERFCTR_READ_STATE {ioctl / 1000:.1f} us", f"ioctl / page {ioctl / page:.0f}x",
+            f"<= {PAGE_TARGET_US:g} us", passes(page <= PAGE_TARGET_US * 1000),
+        ))  # fmt: skip
+    for r in idle:
+        rows.append(Figure(
+            f"daemon CPU, {r.procs} idle processes counting, {r.clock} clock", f"{r.cpu:.2f}% of one core",
+            f"{r.base_cpu:.2f}% (nothing enabled)", "", f"< {IDLE_CPU_TARGET:g}%", passes(r.cpu < IDLE_CPU_TARGET),
+        ))  # fmt: skip
+        rows.append(Figure(
+            f"daemon RSS per idle counting process, {r.clock} clock", f"{r.rss_per_proc:.2f} KiB",
+            f"{r.base_rss / 1024:.1f} MiB in all (nothing enabled)", "", f"< {RSS_PER_PROC_TARGET_KIB:g} KiB",
+            passes(r.rss_per_proc < RSS_PER_PROC_TARGET_KIB),
+        ))  # fmt: skip
+        rows.append(Figure(f"enabling {r.procs} processes from one client, {r.clock} clock", f"{r.enable_s:.1f} s"))
+        if r.sweep:
+            rows.append(Figure(f"the sweep, {r.clock} clock", r.sweep, ratio=f"{sweep_share(r.sweep)} of one core"))
+    if lst is not None:
+        for name, target in LISTING_TARGETS.items():
+            mine, proc = lst.figure(f"{name} <mount>"), lst.figure(f"{name} /proc")
+            rows.append(Figure(
+                f"`{name}` of the mount, {lst.procs} extra processes", f"{mine:.1f} ms", f"{proc:.1f} ms (/proc)",
+                f"{mine / proc:.2f}x", f"<= {target:g}x", passes(mine / proc <= target),
+            ))  # fmt: skip
+            cold = lst.figure(f"{name} <mount>, cold")
+            rows.append(Figure(f"`{name}` of the mount after the owners' lifetime lapsed", f"{cold:.1f} ms",
+                               f"{proc:.1f} ms (/proc)", f"{cold / proc:.2f}x"))
+    if up is not None:
+        mine, base = up.figure("perfex -e 0 true"), up.figure(up.baseline)
+        rows.append(Figure("`perfex -e 0 true`", f"{mine:.1f} ms", f"{base:.1f} ms (`{up.baseline}`)",
+                           f"{mine / base:.2f}x", f"<= {STARTUP_TARGET:g}x", passes(mine / base <= STARTUP_TARGET)))
+        for name in ("python3 -c pass", "python3 -IS -c pass", "python3 -m hwperfd.perfex -e 0 true"):
+            rows.append(Figure(f"`{name}`", f"{up.figure(name):.1f} ms", f"{base:.1f} ms (`{up.baseline}`)",
+                               f"{up.figure(name) / base:.2f}x"))
+    return rows
+
+
+def bench_modules(folders: list[Path]) -> list[Path]:
+    """Every bench module: <topic>.py with a top-level main() in each folder
+    (bench/ by default), found anew on each run."""
+    found = []
+    for path in sorted(path for folder in folders for path in folder.glob("*.py")):
+        if path.parent.resolve() == BENCH and path.stem in NOT_MODULES:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        if any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
+            found.append(path)
+    return found
+
+
+@dataclass
+class ModuleRun:
+    path: Path
+    status: int | None  # None: timed out
+    output: str
+    seconds: float
+
+
+def run_module(path: Path, quick: bool, timeout: float) -> ModuleRun:
+    """``python3 bench/<topic>.py``, as its author runs it; its output is its figures."""
+    env = {**os.environ, QUICK_ENV: "1" if quick else "0"}
+    start = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return ModuleRun(path, None, out, time.monotonic() - start)
+    return ModuleRun(path, done.returncode, done.stdout + done.stderr, time.monotonic() - start)
+
+
+def machine() -> str:
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    return (f"{platform.node()}: {os.cpu_count()} CPUs ({model or platform.machine()}), Linux {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def report(args, argv: list[str], started: str, load: tuple[float, float, float], rows: list[Figure],
+           modules: list[ModuleRun]) -> str:
+    """docs/performance.md, whole: what ran, where, when, and every figure beside its floor and goal."""
+    end = os.getloadavg()
+    lines = [
+        "# Performance",
+        "",
+        "<!-- Generated by bench/run.py from one run; do not edit. Run it again to replace it. -->",
+        "",
+        f"- command: `python3 bench/run.py{''.join(' ' + a for a in argv)}`"
+        + (" (quick: a smoke test, not a measurement)" if args.quick else ""),
+        f"- date: {started}",
+        f"- machine: {machine()}",
+        f"- load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start, "
+        f"{end[0]:.2f} {end[1]:.2f} {end[2]:.2f} at the end",
+        f"- placement: the gate is `{args.gate}` ({PLACEMENT_TEXT[args.gate]}); timed: "
+        + ", ".join(f"`{p}`" for p in args.placements),
+        f"- rounds: {args.rounds} interleaved rounds of {args.calls} calls; "
+        "each figure the median of the rounds' medians",
+        "",
+        "What each figure measures and why it is fast: [speed.md](speed.md).",
+        "",
+        "## Figures",
+        "",
+    ]
+    if rows:
+        lines += ["| figure | value | floor or baseline | ratio | goal | |", "|---|---|---|---|---|---|"]
+        lines += [f"| {cell(r.what)} | {cell(r.value)} | {cell(r.floor)} | {cell(r.ratio)} | {cell(r.goal)} "
+                  f"| {r.verdict} |" for r in rows]
+    else:
+        lines.append("(no part of run.py's own benchmark ran)")
+    lines += ["", "## Bench modules", ""]
+    if not modules:
+        lines.append("(none ran)")
+    for m in modules:
+        state = "timed out" if m.status is None else f"exit status {m.status}"
+        lines += [f"### {m.path.stem}", "", f"`python3 bench/{m.path.name}`: {state}, {m.seconds:.1f} s", "",
+                  "```text", m.output.rstrip("\n"), "```", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+PLACEMENT_TEXT = {
+    "same": "servers and client on CPU 0",
+    "split": "servers on CPU 0, client on CPU 1",
+    "free": "the scheduler's choice",
+}
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=10000, help="timed ioctls per client run (default 10000)")
@@ -756,7 +969,20 @@ def parse_args(argv=None):
     p.add_argument("--no-idle", action="store_true", help="skip part 2")
     p.add_argument("--no-listing", action="store_true", help="skip part 3")
     p.add_argument("--no-startup", action="store_true", help="skip part 4")
+    p.add_argument("--no-modules", action="store_true", help="skip the bench modules (bench/<topic>.py)")
+    p.add_argument("--modules", default="", help="comma-separated bench modules to run (default: every one found)")
+    p.add_argument("--module-dir", type=Path, action="append",
+                   help="where to find bench modules (repeatable; default bench/)")
+    p.add_argument("--module-timeout", type=float, default=1800, help="seconds per bench module (default 1800)")
+    p.add_argument("--output", type=Path, default=REPORT, help=f"the report (default {REPORT.relative_to(ROOT)})")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test of every part in seconds: tiny counts, one round, the gate placement only, "
+                   f"{QUICK_ENV}=1 for the modules; figures mean nothing")
     args = p.parse_args(argv)
+    if args.quick:
+        args.calls, args.warmup, args.rounds, args.placement = 200, 20, 1, args.gate
+        args.procs, args.idle_seconds, args.list_procs, args.list_rounds = 5, 0.5, 20, 1
+        args.startup_runs, args.module_timeout = 2, min(args.module_timeout, 300)
     args.placements = list(PLACEMENTS) if args.placement == "all" else args.placement.split(",")
     args.clocks = [c for c in args.clocks.split(",") if c]
     args.idle_clocks = [c for c in args.idle_clocks.split(",") if c]
@@ -780,6 +1006,8 @@ def main(argv=None) -> int:
             return 2
     # A SIGTERM must unwind through the clean-ups below, like Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="hwperfd-bench-"))
     os.chmod(tmp, 0o755)
     lat: list[Latency] = []
@@ -787,6 +1015,7 @@ def main(argv=None) -> int:
     lst: ListingResult | None = None
     up: StartupResult | None = None
     vpc: list[VperfctrReads] = []
+    modules: list[ModuleRun] = []
     try:
         if not args.no_latency:
             server_bin, client_bin = build(tmp)
@@ -802,17 +1031,32 @@ def main(argv=None) -> int:
             if lst is not None:
                 time.sleep(5)  # the listing's idle processes have just exited all at once
             up = startup(args, tmp)
+        if not args.no_modules:
+            wanted = {m for m in args.modules.split(",") if m}
+            for path in bench_modules(args.module_dir or [BENCH]):
+                if not wanted or path.stem in wanted:
+                    log(f"\n----- bench module {path.stem} -----")
+                    modules.append(run_module(path, args.quick, args.module_timeout))
+                    log(modules[-1].output.rstrip("\n"))
     finally:
         for child in tmp.iterdir():
             if child.is_dir() and is_mounted(child):  # belt and braces
                 subprocess.run(["fusermount3", "-u", "-z", str(child)], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
-    log("\n----- summary (for the README) -----\n" + summary(args, lat, idle, lst, up, vpc) + "\n------------------------------------")
+    log("\n----- summary -----\n" + summary(args, lat, idle, lst, up, vpc) + "\n-------------------")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(report(args, sys.argv[1:] if argv is None else list(argv), started, load,
+                                  figures(args, lat, idle, lst, up, vpc), modules))
+    log(f"written: {args.output}")
     gate = [res for res in lat if res.placement == args.gate]
     pages = all(res.figure(s) <= PAGE_TARGET_US for res in gate for s in res.others if s.state)
     pages = pages and all(med(v.page_ns) <= PAGE_TARGET_US * 1000 for v in vpc)
     cpu = all(res.cpu_ratio(s) <= CPU_TARGET_RATIO for res in gate for s in res.others if s.gated)
-    return 0 if pages and cpu and all(verdict(res.ratio(s)) == "PASS" for res in gate for s in res.others if s.gated) else 1
+    ran = all(m.status == 0 for m in modules)
+    if args.quick:  # a smoke test: every part ran; its figures decide nothing
+        return 0 if ran else 1
+    met = pages and cpu and all(verdict(res.ratio(s)) == "PASS" for res in gate for s in res.others if s.gated)
+    return 0 if met and ran else 1
 
 
 if __name__ == "__main__":

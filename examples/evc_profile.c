@@ -2,7 +2,7 @@
  * "Syssgi Commands": HWPERF_PROFENABLE, "sprofil-like profiling using the
  * performance counters rather than the clock"): every hwp_ovflw_freq[i]
  * events the PC is sampled into sprofil(2) histograms.  syssgi() comes from
- * libhwperf (lib/syssgi.c).
+ * libhwperf (lib/irix/syssgi.c).
  *
  * Three functions, hot_a, hot_b and hot_c, sit side by side.  The regions
  * passed are, in this order (not sorted, as sprofil allows): hot_b's text at

@@ -1,7 +1,7 @@
 /* System-wide counting with syssgi(SGI_EVENTCTR, ...), as IRIX's system tools
  * did it (r10k_counters(5), "Syssgi Commands"): acquire the counters in system
  * mode on every CPU, read the global and per-CPU counts, change the events,
- * release.  syssgi() comes from libhwperf (lib/syssgi.c).
+ * release.  syssgi() comes from libhwperf (lib/irix/syssgi.c).
  *
  * Usage: syssgi_sys [STEP ...]
  * With no steps: enable:uk read cpus ctl release, with one second of work

@@ -198,7 +198,7 @@ def _children_times() -> tuple[float, float]:
 
 class StatePage:
     """A process's own counters, read from the state page the daemon keeps
-    for it (README, Self-monitoring): no FUSE round trip.
+    for it (docs/state-pages.md): no FUSE round trip.
 
     ``read`` returns None when the page says to ask the daemon (``fallback``),
     or when a child has been reaped since the daemon last answered (its counts

@@ -7,12 +7,12 @@ import errno
 import logging
 import os
 import resource
-import socket
 import subprocess
 import sys
 
 import hwperfd.lograte as lograte  # noqa: PLR0402 - the layering test reads module names
 from hwperfd.cpu.models import MODELS
+from hwperfd.startup import SetupError
 
 log = logging.getLogger("hwperfd")
 
@@ -20,10 +20,6 @@ DEFAULT_MOUNT = "/run/hwperfd"
 # Descriptors the daemon needs at once: the FUSE device, its netlink sockets,
 # trio's, and a few /proc files being read; an ordinary hard limit gives plenty.
 MIN_FILES = 64
-
-
-class SetupError(Exception):
-    """A problem the user must fix; printed as one line, exit status 1."""
 
 
 def default_mount() -> str:
@@ -148,18 +144,6 @@ def raise_file_limit() -> int:
     if soft != resource.RLIM_INFINITY and soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     return target
-
-
-def notify(message: str) -> None:
-    """systemd's sd_notify, in the few lines the protocol needs."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        sock.connect(address)
-        sock.sendall(message.encode())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,12 +32,16 @@ from hwperfd.counters.threads import (
     ThreadExited,
     ThreadTable,
 )
+from hwperfd.cpc.node import CpcNode
 from hwperfd.cpu.pmu import CpuSet
-from hwperfd.daemon import SetupError, notify
 from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
+from hwperfd.node import NodeFactory
+from hwperfd.pctr.node import PctrNode
+from hwperfd.perfctr.node import PerfctrNode
 from hwperfd.procfs.fs import ProcFs
 from hwperfd.procfs.statepages import DEFAULT_DIR, DEFAULT_PER_USER, StatePages
 from hwperfd.signals import SignalSender
+from hwperfd.startup import SetupError, notify
 
 log = logging.getLogger("hwperfd")
 
@@ -62,6 +66,12 @@ async def resilient(task: Callable[[], Awaitable[None]]) -> None:
         except OSError as exc:
             log.warning("%s: %s; restarting it", task.__name__, exc)
         await trio.sleep(1)
+
+
+# The personalities' nodes in the mount's root, in this order (their inodes
+# and listing follow it): OpenBSD's /dev/pctr, Solaris libcpc's kernel side,
+# Linux perfctr's /dev/perfctr.  A new personality adds its node here.
+PERSONALITY_NODES: tuple[NodeFactory, ...] = (PctrNode, CpcNode, PerfctrNode)
 
 
 class Daemon:
@@ -106,6 +116,7 @@ class Daemon:
             on_controls_changed=self._wake_tick,
             status=self._status,
             quiet=lambda pid: not self.lifecycle.has_zombies(pid),
+            nodes=PERSONALITY_NODES,
         )
         self.fs.state_pages = StatePages.create(
             self.kernel,

@@ -1,7 +1,7 @@
 /*
  * hwperfd: IRIX's hardware inventory, <invent.h>, for Linux.
  *
- * getinvent() and scaninvent() (libhwperf, lib/syssgi.c; link -lhwperf)
+ * getinvent() and scaninvent() (libhwperf, lib/irix/syssgi.c; link -lhwperf)
  * describe the machine hwperfd emulates - its --cpu-type, --cpus and --mhz,
  * asked with HWPERFD_GETMACHINE on the mount root, so any user may call
  * them - as IRIX did for an Origin (IP27) board:

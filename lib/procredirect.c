@@ -214,13 +214,24 @@ static void forget_page(void)
 }
 
 /* After counting started on `fd`: map the page if the file is our own (the
- * daemon answers HWPERFD_PIOCSTATEPAGE to the process itself only). */
-static void map_page(int fd)
+ * daemon answers HWPERFD_PIOCSTATEPAGE to the process itself only).  The
+ * C library's ioctl and open, not ours: the reader never comes back here. */
+static void map_page(ioctl_fn real, int fd)
 {
+    static int (*real_open)(const char *, int, ...);
+    hwperfd_statepage_t arg;
     struct stat st;
+    int page_fd;
 
     forget_page();
-    if (fstat(fd, &st) != 0 || hwperfd_state_open(fd, &own.reader) != 0)
+    if (!real_open)
+        real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+    memset(&arg, 0, sizeof arg);
+    if (fstat(fd, &st) != 0 || real(fd, HWPERFD_PIOCSTATEPAGE, &arg) < 0)
+        return;
+    arg.hp_path[sizeof arg.hp_path - 1] = '\0';
+    page_fd = real_open(arg.hp_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (page_fd < 0 || hwperfd_state_map_fd(page_fd, &own.reader) != 0)
         return;
     own.fd = fd;
     own.dev = st.st_dev;
@@ -274,7 +285,7 @@ int ioctl(int fd, unsigned long request, ...)
                     || request == (unsigned long)PIOCENEVCTRSEX || request == (unsigned long)HWPERFD_PIOCENEVCTRSEX)
         && on_fuse(fd)) {
         int saved = errno;
-        map_page(fd);
+        map_page(real, fd);
         errno = saved;
     } else if (request == (unsigned long)PIOCRELEVCTRS && fd == own.fd) {
         forget_page();

@@ -1,14 +1,15 @@
 /*
  * Reading one's own counters from the hwperfd state page (include/hwperfd/state.h).
- * Linked into libperfex and the hwperfd-run shim; a personality library that
- * counts threads reads a thread's page the same way (hs_clock names the clock).
+ * Linked into libperfex, libperfctr and the hwperfd-run shim; a personality
+ * library that counts threads reads a thread's page the same way (hs_clock
+ * names the clock).  It calls nothing the shim interposes (ioctl, open): the
+ * shim calls it, so it must not call the shim back.  Finding and opening the
+ * page is state_open.c's, for the libraries.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -46,27 +47,12 @@ static void children_times(struct timeval *user, struct timeval *system)
     }
 }
 
-int hwperfd_state_open(int fd, struct hwperfd_state_reader *r)
-{
-    hwperfd_statepage_t arg;
-
-    memset(r, 0, sizeof *r);
-    memset(&arg, 0, sizeof arg);
-    if (ioctl(fd, HWPERFD_PIOCSTATEPAGE, &arg) < 0)
-        return -1;
-    arg.hp_path[sizeof arg.hp_path - 1] = '\0';
-    return hwperfd_state_map(arg.hp_path, r);
-}
-
-int hwperfd_state_map(const char *path, struct hwperfd_state_reader *r)
+int hwperfd_state_map_fd(int page_fd, struct hwperfd_state_reader *r)
 {
     void *map;
-    int page_fd, err;
+    int err;
 
     memset(r, 0, sizeof *r);
-    page_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (page_fd < 0)
-        return -1;
     map = mmap(NULL, HWPERFD_STATE_SIZE, PROT_READ, MAP_SHARED, page_fd, 0);
     err = errno;
     close(page_fd);

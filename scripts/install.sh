@@ -18,7 +18,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 # perfex through a launcher that starts the interpreter without site and its
-# .pth hooks (python3 -IS), in place of pip's entry-point script (README, Speed).
+# .pth hooks (python3 -IS), in place of pip's entry-point script (docs/speed.md, perfex start-up).
 python3 -m hwperfd.perfex.launcher "$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/perfex"
 make -s -C examples
 make -s -C lib

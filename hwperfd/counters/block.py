@@ -29,7 +29,7 @@ class _Multiplex:
     into_tick_ns: int = 0  # CPU time already spent in the current tick
 
 
-# Slotted: a daemon holds one block per counting process (README, Speed: idle).
+# Slotted: a daemon holds one block per counting process (docs/speed.md, Idle load).
 @dataclass(slots=True)
 class ControlBlock:
     request: CounterRequest

@@ -7,7 +7,7 @@ rates depend on the event, the profile, the clock rate and the modes the
 control word enables, not on the burst.  So the count at any later CPU time
 is the snapshot's count plus floor(residue + du * per_user + ds * per_system),
 whatever bursts the daemon cuts the time into - which is what lets a process
-compute its own counts without asking the daemon (README, Self-monitoring).
+compute its own counts without asking the daemon (docs/state-pages.md).
 
 What the formula cannot reproduce is marked ``fallback``: multiplexed slots
 (the rotation moves at tick boundaries), overflow signals (the daemon must

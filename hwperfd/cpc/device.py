@@ -183,7 +183,7 @@ class CpcDevice:
 
     @property
     def cpuref(self) -> str:
-        return (f"See hwperfd's README (CPU models) and the {self.model.description} manuals "
+        return (f"See hwperfd's docs/design.md (CPU models) and the {self.model.description} manuals "
                 f"for descriptions of these events.")  # fmt: skip
 
     def describe(self) -> str:

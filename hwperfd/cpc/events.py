@@ -138,7 +138,7 @@ def control_word(model: CpuModel, resolved: Resolved, user: bool, system: bool, 
     if model.control == "x86":
         umask = attrs.get("umask")
         if umask is None:
-            # Default: every cache-line state of a MESI event (README, libcpc).
+            # Default: every cache-line state of a MESI event (docs/cpc.md).
             umask = 0xF if resolved.event is not None and MESI in resolved.event.flags else 0
         word = resolved.code | umask << 8 | attrs.get("cmask", 0) << 24 | X86_EN
         word |= (X86_USR if user else 0) | (X86_OS if system else 0) | (X86_INT if interrupt else 0)

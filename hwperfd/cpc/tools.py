@@ -8,7 +8,7 @@ CPU, the event ("tick", "exit", "fork", "exec", "total", ...), optionally
 the virtual tick, and one ``%9d`` column per request under ``picN``
 headings.  Both tools speak the same ioctls as libcpc.
 
-Where Linux differs (README, libcpc): cputrack follows its processes by
+Where Linux differs (docs/cpc.md): cputrack follows its processes by
 looking at them every interval (Solaris's libpctx stopped them at each fork,
 exec and exit), so a child that forks and exits within one interval is not
 seen; execs it learns from the daemon, which keeps the values at each (a

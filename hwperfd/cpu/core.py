@@ -90,7 +90,7 @@ def decode(model: CpuModel, counter: int, evntsel: int) -> Selection:
         share = Fraction(1)
         if event is not None and MESI in event.flags:
             # The profile gives one rate per event; the four cache-line
-            # states share it evenly (README: unit masks).
+            # states share it evenly (docs/design.md, CPU models).
             share = Fraction(((evntsel >> 8) & 0xF).bit_count(), 4)
         return Selection(
             event,

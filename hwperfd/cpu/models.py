@@ -23,7 +23,7 @@ Sources, per model:
   ``us234_pcbe.c`` (two 32-bit PICs, PCR select fields S0/S1).
 
 Descriptions are our own one-line summaries.  Which kinds an event maps to
-is this project's modelling decision (README, CPU models).
+is this project's modelling decision (docs/design.md, CPU models).
 """
 
 from __future__ import annotations

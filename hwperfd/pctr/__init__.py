@@ -1,1 +1,1 @@
-"""OpenBSD's pctr(4) and pctr(1) on the emulated PMU (README, pctr)."""
+"""OpenBSD's pctr(4) and pctr(1) on the emulated PMU (docs/pctr.md)."""

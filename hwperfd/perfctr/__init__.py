@@ -1,1 +1,1 @@
-"""Linux perfctr 2.6 (vperfctr, rvperfctr, gperfctr) on the emulated PMU (README, perfctr)."""
+"""Linux perfctr 2.6 (vperfctr, rvperfctr, gperfctr) on the emulated PMU (docs/perfctr.md)."""

@@ -1,6 +1,6 @@
 """Vperfctrs as state pages: what perfctr's mmap() of a vperfctr gave its
-thread, so that vperfctr_read_ctrs and friends need no request (README,
-perfctr: Self-monitoring).
+thread, so that vperfctr_read_ctrs and friends need no request (docs/perfctr.md,
+reads of one's own counters).
 
 A page is one thread's (keyed by its tid) and shows ``VPERFCTR_READ_STATE``
 as slots: slot 0 the TSC sum, slots 1-18 pmc[0..17].sum, each as it moves

@@ -4,7 +4,7 @@
 pip's entry-point script starts perfex through the interpreter's full
 start-up: ``site`` and every ``.pth`` hook of the site-packages directory
 (editable installs, vendor hooks), which on some machines costs more than
-perfex itself (README, Speed).  perfex needs none of it - only the standard
+perfex itself (docs/speed.md, perfex start-up).  perfex needs none of it - only the standard
 library and this package - so the launcher runs ``python3 -IS`` (no site,
 no user site, no PYTHON* variables, no script directory on the path) and
 puts the directory holding ``hwperfd`` first on ``sys.path``; the

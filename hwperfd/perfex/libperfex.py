@@ -1,4 +1,4 @@
-"""libperfex(3C) in Python: the same calls as lib/libperfex.c.
+"""libperfex(3C) in Python: the same calls as lib/irix/libperfex.c.
 
     gen = start_counters(0, 25)            # cycles, primary data cache misses
     ...
@@ -57,7 +57,7 @@ def _env(name: str, given: int) -> int:
 
 
 def _place(e0: int, e1: int) -> list[plans.CountedEvent]:
-    """e0 and e1 on the counters as lib/libperfex.c places them: like perfex,
+    """e0 and e1 on the counters as lib/irix/libperfex.c places them: like perfex,
     but exactly these events (no cycles added on a free counter)."""
     cpu_type = _the_machine().cpu_type
     table = plans.cpu_events(cpu_type)

@@ -4,7 +4,7 @@ The text layout is IRIX perfex's: one line per event, the event number and
 its name padded with dots, then the count; with -y three time columns
 (typical, minimum, maximum), lines sorted from most to least costly, and a
 Statistics section.  libperfex's print_counters/print_costs print the same
-lines (lib/libperfex.c follows ``event_line`` and ``cost_block`` exactly).
+lines (lib/irix/libperfex.c follows ``event_line`` and ``cost_block`` exactly).
 """
 
 from __future__ import annotations

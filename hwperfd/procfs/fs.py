@@ -15,7 +15,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import pyfuse3
 
@@ -29,20 +29,14 @@ from hwperfd.irix import machine
 from hwperfd.irix.errno_map import errno_of
 from hwperfd.irix.proc import ProcIoctls
 from hwperfd.irix.syssgi import SyssgiIoctls
-from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.counters.threads import ThreadTable
-from hwperfd.pctr.device import PctrDevice
-from hwperfd.cpc.device import Caller, CpcDevice
-from hwperfd.perfctr.driver import PerfctrDevice
-from hwperfd.perfctr.pages import VperfctrPages
+from hwperfd.node import Call, Changed, Mount, Node, NodeFactory
 from hwperfd.procfs import commands, pinfo, statepages
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.bridge import FastReads
 from hwperfd.procfs.listing import Listing
 from hwperfd.procfs.summary import control_summary, process_summary
 import structs
-from structs import cpc as cpc_abi
-from structs import perfctr as perfctr_abi
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +74,11 @@ MAX_HELD_TEXT_PER_USER = 64 << 20
 CONTROL_NAME = b"control"
 CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
-PCTR_NAME = b"pctr"  # OpenBSD's /dev/pctr (hwperfd.pctr)
-PCTR_INODE = 1 << 31  # above any pid's inode, below pinfo's (1 << 32 and up)
-CPC_NAME = b"cpc"  # Solaris libcpc's kernel side (hwperfd.cpc)
-CPC_INODE = PCTR_INODE + 1
-PERFCTR_NAME = b"perfctr"  # Linux perfctr's /dev/perfctr and vperfctr files (hwperfd.perfctr)
-PERFCTR_INODE = PCTR_INODE + 2
+NODE_BASE = 1 << 31  # the personalities' nodes, in the order given: above any pid's inode, below pinfo's
 
 
 # The control node's calls that only read (anyone may make them): they leave every
 # state page as it was, so they must not cost a rewrite of every page.
-_NODES = frozenset({PCTR_INODE, CPC_INODE, PERFCTR_INODE})  # the other personalities' nodes
 _SYSSGI_READS = frozenset({structs.HWIOC_GET_SYSCNTRS, structs.HWIOC_GET_CPUCNTRS, structs.HWIOC_GET_SYSEVCTRL})
 
 
@@ -161,6 +149,7 @@ class ProcFs(pyfuse3.Operations):
         on_controls_changed: Callable[[], None] = lambda: None,
         status: Callable[[], list[str]] = lambda: [],
         quiet: Callable[[int], bool] = lambda pid: False,
+        nodes: Sequence[NodeFactory] = (),
     ) -> None:
         super().__init__()
         self.kernel = kernel
@@ -172,17 +161,14 @@ class ProcFs(pyfuse3.Operations):
         )
         self._proc_ioctls = ProcIoctls(kernel)
         self._syssgi_ioctls = SyssgiIoctls(kernel)
-        self.pctr = PctrDevice(GlobalCounters(kernel.cpus, clock, lambda: kernel.default_profile), _processor)
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
-        self.perfctr = PerfctrDevice(
-            kernel.cpus, clock, self.threads, lambda: kernel.default_profile,
-            process_times=clock.process_times, profile=kernel.profile,
-        )  # fmt: skip
-        self.vperfctr_pages = VperfctrPages(self.perfctr.virtual)  # vperfctrs' state pages, by tid
-        self.cpc = CpcDevice(kernel.cpus, clock, self.threads, profile=lambda: kernel.default_profile,
-                             tgid_of=processes.thread_group, thread_start=processes.read_thread_start,
-                             process_start=processes.read_start, may_control=self._may_control, signal=signal,
-                             deliver=deliver)
+        # The personalities' nodes (hwperfd/node.py), by inode and by name.
+        mount_lent = Mount(kernel, clock, self.threads, signal, deliver, self._may_control,
+                           lambda: self.state_pages, statepages.tgid_of, _processor)  # fmt: skip
+        self.nodes: dict[int, Node] = {NODE_BASE + i: make(mount_lent) for i, make in enumerate(nodes)}
+        self._node_inodes = {node.name: inode for inode, node in self.nodes.items()}
+        # readdir offsets: 1 after the control node, 2 after pinfo, 2 + i after node i, pid + _LISTED after a pid.
+        self._listed = 2 + len(self.nodes)
         self.faults = faults.FaultPlan()
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
@@ -221,12 +207,8 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT)
         if name == CONTROL_NAME:
             return self._attrs(CONTROL_INODE)
-        if name == PCTR_NAME:
-            return self._attrs(PCTR_INODE)
-        if name == PERFCTR_NAME:
-            return self._attrs(PERFCTR_INODE)
-        if name == CPC_NAME:
-            return self._attrs(CPC_INODE)
+        if name in self._node_inodes:
+            return self._attrs(self._node_inodes[name])
         if name in (b".", b".."):
             return self._attrs(pyfuse3.ROOT_INODE)
         pid = parse_pid(name)
@@ -263,11 +245,8 @@ class ProcFs(pyfuse3.Operations):
             # and text commands need the write permission only root has.
             entry.st_mode = stat.S_IFREG | 0o644
             stamp = self._started
-        elif inode in (PCTR_INODE, PERFCTR_INODE):
-            entry.st_mode = stat.S_IFREG | 0o644  # root-owned, as /dev/pctr and /dev/perfctr
-            stamp = self._started
-        elif inode == CPC_INODE:
-            entry.st_mode = stat.S_IFREG | 0o644  # anyone counts; each call checks its own rights
+        elif inode in self.nodes:
+            entry.st_mode = stat.S_IFREG | self.nodes[inode].mode  # root-owned
             stamp = self._started
         else:
             owner = processes.read_owner(inode - _PID_BASE)
@@ -288,31 +267,24 @@ class ProcFs(pyfuse3.Operations):
     async def readdir(self, fh, start_id, token):
         if fh == pinfo.DIR_INODE:
             return await self._pinfo.readdir(start_id, token)
-        # Offsets: 1 after the control node, 2 after pinfo, 3 after pctr, 4 after cpc, 5 after perfctr,
-        # pid + 5 after a pid.
+        # Offsets: 1 after the control node, 2 after pinfo, 2 + i after node i, pid + _listed after a pid.
         if start_id < 1:
             if not pyfuse3.readdir_reply(token, CONTROL_NAME, self._attrs(CONTROL_INODE), 1):
                 return
         if start_id < 2:
             if not pyfuse3.readdir_reply(token, pinfo.NAME, self._pinfo.attrs(pinfo.DIR_INODE), 2):
                 return
-        if start_id < 3:
-            if not pyfuse3.readdir_reply(token, PCTR_NAME, self._attrs(PCTR_INODE), 3):
-                return
-        if start_id < 4:
-            if not pyfuse3.readdir_reply(token, CPC_NAME, self._attrs(CPC_INODE), 4):
-                return
-        if start_id < 5:
-            if not pyfuse3.readdir_reply(token, PERFCTR_NAME, self._attrs(PERFCTR_INODE), 5):
+        for offset, (inode, node) in enumerate(self.nodes.items(), start=3):
+            if start_id < offset and not pyfuse3.readdir_reply(token, node.name, self._attrs(inode), offset):
                 return
         # One listing of /proc and its owners serve every page (listing.py);
         # the kernel may keep each entry for one lifetime.
-        attrs = self._attrs(PCTR_INODE)  # a process file's type and times; reused per entry
+        attrs = self._attrs(CONTROL_INODE)  # a process file's type and times; reused per entry
         attrs.st_mode = stat.S_IFREG | 0o600  # IRIX /proc: mode 0600 to the real user
-        for pid, uid, gid, timeout in self.listing.entries(start_id - 5, fresh=start_id == 0):
+        for pid, uid, gid, timeout in self.listing.entries(start_id - self._listed, fresh=start_id == 0):
             attrs.st_ino, attrs.st_uid, attrs.st_gid = pid + _PID_BASE, uid, gid
             attrs.entry_timeout = attrs.attr_timeout = timeout
-            if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + 5):
+            if not pyfuse3.readdir_reply(token, pid_name(pid), attrs, pid + self._listed):
                 return
 
     async def releasedir(self, fh):
@@ -338,7 +310,7 @@ class ProcFs(pyfuse3.Operations):
         if pinfo.owns(inode):
             self._pinfo.attrs(inode)  # ENOENT if the process is gone
             handle = Handle(inode)
-        elif inode in (CONTROL_INODE, PCTR_INODE, CPC_INODE, PERFCTR_INODE):
+        elif inode == CONTROL_INODE or inode in self.nodes:
             handle = Handle(inode)
         else:
             # Fresh facts, whatever owner a listing let the kernel check against.
@@ -461,8 +433,8 @@ class ProcFs(pyfuse3.Operations):
         try:
             lines = commands.parse_lines(buf)
             for words in lines:
-                if inode in (PCTR_INODE, CPC_INODE, PERFCTR_INODE):
-                    raise commands.CommandError("pctr, cpc and perfctr take ioctls, not commands")
+                if inode in self.nodes:
+                    raise commands.CommandError(f"{self.nodes[inode].name.decode()} takes ioctls, not commands")
                 if inode == CONTROL_INODE:
                     self._control_command(words)
                 else:
@@ -476,7 +448,7 @@ class ProcFs(pyfuse3.Operations):
             self._pages_changed(None if inode == CONTROL_INODE else handle.pid)
         return len(buf)
 
-    # -- state pages (README, Self-monitoring) ----------------------------------
+    # -- state pages (docs/state-pages.md) ----------------------------------
 
     def _mark_fast(self, fh: int, handle: Handle, caller: int, uid: int, gid: int) -> None:
         """After a read answered here: the bridge may answer this caller's
@@ -514,32 +486,16 @@ class ProcFs(pyfuse3.Operations):
         path = self.state_pages.grant(handle.pid, handle.start or info.start, call.uid)
         return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
 
-    def _vperfctr_page(self, fh: int, caller: int, uid: int, gid: int) -> tuple[int, bytes]:
-        """VPERFCTR_STATEPAGE: as ``_state_page``, the name goes only to the
-        vperfctr's own process (its thread, or another of its threads), as a
-        user who may read that process."""
-        if self.state_pages is None:
-            raise OSError(errno.EOPNOTSUPP, "state pages are off (--state-dir)")
-        perfctr = self.perfctr.bound(fh)
-        if perfctr is None:
-            raise OSError(errno.EINVAL, "not a vperfctr file")
-        ctx = perfctr.ctx if self.perfctr.virtual.alive(perfctr) else None
-        if ctx is None:
-            raise OSError(errno.ESRCH, "the vperfctr is unlinked")
-        if statepages.tgid_of(caller) != ctx.pid:
-            raise OSError(errno.EPERM, f"thread {caller} asked for the state page of thread {ctx.tid}")
-        info = processes.read_process(ctx.pid)
-        if info is None or (uid != 0 and not ptrace_readable(uid, gid, info)):
-            raise OSError(errno.EPERM, f"uid {uid} may not read pid {ctx.pid}")
-        path = self.state_pages.grant(ctx.tid, ctx.start, uid, self.vperfctr_pages, thread=True)
-        return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
-
-    def _vperfctr_changed(self, tid: int | None, caller: int = 0) -> None:
-        """A vperfctr call may have changed what thread ``tid``'s page shows
-        (or ended it: unlinked, its last handle closed); the thread's own call
-        (it waits for the answer) lets the page take its CPU time's split anew."""
-        if tid is not None and self.state_pages is not None and tid in self.state_pages:
-            self.state_pages.publish(tid, self.vperfctr_pages, resplit=caller == tid)
+    def _apply(self, changed: Changed) -> None:
+        """What a node reported its call changed (hwperfd/node.py), in one place."""
+        if changed.texts:
+            self._version += 1
+        if self.state_pages is not None:
+            for source, ident, resplit in changed.pages:
+                if ident in self.state_pages:
+                    self.state_pages.publish(ident, source, resplit=resplit)
+        if changed.controls:
+            self._on_controls_changed()
 
     async def flush(self, fh):
         # Nothing to flush, and answering ENOSYS makes the kernel stop sending
@@ -551,15 +507,16 @@ class ProcFs(pyfuse3.Operations):
     async def release(self, fh):
         self.fast.drop(fh)
         self._writable.discard(fh)
-        tid = self.perfctr.bound_tid(fh)
-        self.perfctr.release(fh)
-        self._vperfctr_changed(tid)
         handle = self._handles.pop(fh, None)
         if handle is None:
             return
-        if handle.inode == CPC_INODE:
-            self.cpc.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
-            self.changed()
+        node = self.nodes.get(handle.inode)
+        if node is not None:
+            changed = Changed()
+            node.release(fh, changed)
+            self._apply(changed)
+            if changed.texts:
+                self.fast.clear()  # what was bound to the file is gone: the daemon looks again
         self._hold(handle, None)
         if handle.charged:
             self._per_user[handle.charged] -= 1
@@ -584,12 +541,8 @@ class ProcFs(pyfuse3.Operations):
             return control_summary(self.kernel, self.clock.name, self.mount) + "".join(
                 line + "\n" for line in [*self._status(), *self.faults.describe()]
             )
-        if handle.inode == PCTR_INODE:
-            return self.pctr.describe()
-        if handle.inode == PERFCTR_INODE:
-            return self.perfctr.describe()
-        if handle.inode == CPC_INODE:
-            return self.cpc.describe()
+        if handle.inode in self.nodes:
+            return self.nodes[handle.inode].describe()
         info = processes.read_process(handle.pid)
         comm = info.comm if info is not None and info.start == handle.start else "exited"
         return process_summary(handle.pid, comm, self.kernel, handle.start)
@@ -599,7 +552,9 @@ class ProcFs(pyfuse3.Operations):
             raise commands.CommandError("a process file takes: profile NAME [kind=rate ...]")
         self.kernel.set_profile(pid, WorkloadProfile.parse(" ".join(words[1:])))
         if self.state_pages is not None:
-            self.state_pages.publish(source=self.vperfctr_pages)  # its threads' pages show the new rates
+            for node in self.nodes.values():
+                for source in node.page_sources:
+                    self.state_pages.publish(source=source)  # its threads' pages show the new rates
 
     def _control_command(self, words: list[str]) -> None:
         verb, args = words[0], words[1:]
@@ -683,35 +638,22 @@ class ProcFs(pyfuse3.Operations):
     # -- ioctl (through the bridge) ---------------------------------------------------
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
-        process_file = ino >= _PID_BASE and ino not in _NODES and not pinfo.owns(ino)
+        process_file = ino >= _PID_BASE and ino not in self.nodes and not pinfo.owns(ino)
         counter_read = process_file and cmd == structs.PIOCGETEVCTRS and not data
         if (process_file and not counter_read) or (ino == CONTROL_INODE and cmd not in _SYSSGI_READS):
             # It may change what a read answered in C rests on: IRIX's process
             # counters, which only these two kinds of file reach (the other
             # personalities keep contexts of their own).
             self.fast.clear()
-        if ino == PCTR_INODE:
-            return self.pctr(cmd, data, pid, fh in self._writable)
-        if ino == PERFCTR_INODE:
+        node = self.nodes.get(ino)
+        if node is not None:
+            # A personality's node: it says what its call changed (no mark of IRIX's reads moves).
             self._catch_up_events(None)
-            if cmd == perfctr_abi.VPERFCTR_STATEPAGE:
-                return self._vperfctr_page(fh, pid, uid, gid)
-            tid = self.perfctr.bound_tid(fh)
+            changed = Changed()
             try:
-                reply = self.perfctr(fh, cmd, arg, data, pid, uid)
+                return node.ioctl(Call(fh, cmd, arg, data, pid, uid, gid, fh in self._writable), changed)
             finally:
-                if data or cmd in (perfctr_abi.VPERFCTR_IRESUME, perfctr_abi.VPERFCTR_UNLINK):
-                    self._vperfctr_changed(tid, pid)  # reads leave a page as exact as it was
-                    self._on_controls_changed()  # i-mode counters (resumed too) want the clock tick
-            return reply
-        if ino == CPC_INODE:
-            self._catch_up_events(None)
-            reply = self.cpc(cmd, data, Caller(pid, uid, gid, fh))
-            if cmd in (cpc_abi.HWPERFD_CPCIO_BIND, cpc_abi.HWPERFD_CPCIO_RELE):
-                self._version += 1  # the node's text shows the CPU bindings (no mark of IRIX's reads moves)
-            if cmd != cpc_abi.HWPERFD_CPCIO_SAMPLE:  # a sample binds and arms nothing
-                self._on_controls_changed()  # a bind may arm overflow interrupts: the tick looks again
-            return reply
+                self._apply(changed)
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         if pinfo.owns(ino):
             self._catch_up_events(None)

@@ -1,5 +1,5 @@
 """State pages: each counting process's counters in a file it maps read-only,
-so that it reads them without a FUSE round trip (README, Self-monitoring).
+so that it reads them without a FUSE round trip (docs/state-pages.md).
 
 Where they live: a root-owned directory of mode 0711 (nobody else may list
 it or create anything in it), and in it one directory per mount.  A page is
@@ -123,7 +123,7 @@ def _prepare(path: str) -> None:
 class StatePages:
     """The pages of every counting context that asked for one.  ``kernel`` is
     IRIX's; another personality passes its own ``source`` to ``grant`` and
-    calls ``publish``/``retire`` with it (README, Self-monitoring)."""
+    calls ``publish``/``retire`` with it (docs/state-pages.md)."""
 
     def __init__(
         self,

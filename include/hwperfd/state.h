@@ -1,7 +1,7 @@
 /*
  * hwperfd state pages: a counting context's counters, kept by the daemon in a
  * file the counted process maps read-only, so that the process reads its own
- * counters without a request to the daemon (README, Self-monitoring).
+ * counters without a request to the daemon (docs/state-pages.md).
  *
  * The page holds a snapshot and the exact rates it moves at.  Under the real
  * clock a reader takes its own CPU time and extrapolates with the daemon's
@@ -133,8 +133,11 @@ struct hwperfd_state_reader {
 int hwperfd_state_open(int fd, struct hwperfd_state_reader *r);
 
 /* Map the page at `path` (what a personality's own ioctl told the process):
- * 0, or -1 with errno. */
+ * 0, or -1 with errno.  This and hwperfd_state_open are in lib/state_open.c. */
 int hwperfd_state_map(const char *path, struct hwperfd_state_reader *r);
+
+/* Map the page open on `page_fd`, which it closes: 0, or -1 with errno. */
+int hwperfd_state_map_fd(int page_fd, struct hwperfd_state_reader *r);
 
 /* Unmap; the reader is empty afterwards. */
 void hwperfd_state_close(struct hwperfd_state_reader *r);

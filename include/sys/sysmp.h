@@ -1,6 +1,6 @@
 /*
  * hwperfd: IRIX sysmp(2) for Linux, the calls counter tools make: how many
- * processors.  libhwperf (lib/syssgi.c) answers with the number of CPUs
+ * processors.  libhwperf (lib/irix/syssgi.c) answers with the number of CPUs
  * hwperfd emulates (--cpus), so counts per CPU and the processor count
  * always agree.  Other commands: EINVAL.  Link with -lhwperf.
  */

@@ -58,7 +58,7 @@ typedef struct hwperfd_profenable {
 
 /*
  * syssgi(SGI_EVENTCTR, cmd, ...): implemented in libhwperf (hwperfd's client
- * library, lib/syssgi.c) on top of the HWIOC_* ioctls, with IRIX's arguments:
+ * library, lib/irix/syssgi.c) on top of the HWIOC_* ioctls, with IRIX's arguments:
  *   HWPERF_ENSYSCNTRS, HWPERF_SET_SYSEVCTRL:	hwperf_profevctrarg_t *
  *   HWPERF_PROFENABLE:				hwperf_profevctrarg_t *,
  *						struct prof *profp, int profcnt

@@ -301,7 +301,7 @@ def test_a_page_left_mid_write_sends_readers_to_the_daemon(tmp_path):
     assert StatePage(str(path)).read() is None
     (tmp_path / "reader.c").write_text(_MID_WRITE_READER)
     subprocess.run(["cc", "-O2", f"-I{root}/include", "-o", str(tmp_path / "reader"), str(tmp_path / "reader.c"),
-                    f"{root}/lib/state.c", "-lpthread"], check=True)  # fmt: skip
+                    f"{root}/lib/state.c", f"{root}/lib/state_open.c", "-lpthread"], check=True)  # fmt: skip
     out = subprocess.run([str(tmp_path / "reader"), str(path)], capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout.split() == ["-1", str(errno.EAGAIN)]
 

@@ -185,7 +185,7 @@ def test_sdist_carries_what_the_c_build_needs(shared_tmp):
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
         tar.extractall(shared_tmp / "unpacked", filter="data")
     for needed in (
-        "Makefile", "lib/Makefile", "lib/libperfex.c", "lib/syssgi.c", "lib/procredirect.c", "lib/perfex_tables.h",
+        "Makefile", "lib/Makefile", "lib/irix/libperfex.c", "lib/irix/syssgi.c", "lib/procredirect.c", "lib/irix/perfex_tables.h",
         "include/perfex.h", "include/sys/procfs.h", "examples/Makefile", "examples/r10k_counters.c",
         "hwperfd/procfs/_ioctl_bridge.c", "hwperfd/procfs/_ioctl_bridge.map", "hwperfd/py.typed", "structs/py.typed",
         *(f"man/{page.name}" for page in PAGES),

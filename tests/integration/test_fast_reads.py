@@ -1,4 +1,4 @@
-"""Counter reads the bridge answers in C (README, Speed: the round trip): a
+"""Counter reads the bridge answers in C (docs/speed.md, Reads answered in C): a
 read the daemon answered marks the file, and the reads after it come from the
 process's state page without Python - as the daemon would answer them, never
 after anything the daemon has not looked at yet, and only for root or the

@@ -1,5 +1,5 @@
 """State pages through the real mount: a process reads its own counters from
-the page the daemon keeps for it (README, Self-monitoring), exactly as a read
+the page the daemon keeps for it (docs/state-pages.md), exactly as a read
 through the daemon would give them, and nobody else can read that page."""
 
 from __future__ import annotations

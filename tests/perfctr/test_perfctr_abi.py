@@ -65,8 +65,8 @@ def test_headers_match_the_construct_definitions(tmp_path):
 
 
 def test_the_event_tables_are_generated_from_the_models():
-    check = subprocess.run(["python3", str(ROOT / "lib" / "gen_perfctr_events.py"), "--check"])
-    assert check.returncode == 0, "run python3 lib/gen_perfctr_events.py"
+    check = subprocess.run(["python3", str(ROOT / "lib" / "perfctr" / "gen_perfctr_events.py"), "--check"])
+    assert check.returncode == 0, "run python3 lib/perfctr/gen_perfctr_events.py"
 
 
 EVENTS = r"""

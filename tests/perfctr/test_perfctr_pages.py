@@ -1,4 +1,4 @@
-"""A vperfctr's own reads from its state page (README, perfctr: Self-monitoring):
+"""A vperfctr's own reads from its state page (docs/perfctr.md, reads of one's own counters):
 exact under the manual clock, bracketing and equal to the daemon's reads
 under the real clock, the page's name only for the thread's own process and
 its contents only for that user, the ioctl where the page cannot serve, and

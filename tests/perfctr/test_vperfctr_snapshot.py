@@ -1,7 +1,7 @@
 """A vperfctr's page, extrapolated by a reader's arithmetic, against the
 driver's own reads after the same CPU time in any bursts: user and system
 time, OS-mode counters, odd clock rates and profiles (the inner layer of
-README, perfctr: reads of one's own counters)."""
+docs/perfctr.md, reads of one's own counters)."""
 
 from __future__ import annotations
 

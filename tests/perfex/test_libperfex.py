@@ -40,8 +40,8 @@ def python_lib(manual_mount, monkeypatch):
 
 
 def test_the_c_tables_are_generated_from_the_python_ones():
-    check = subprocess.run([sys.executable, str(ROOT / "lib" / "gen_perfex_tables.py"), "--check"])
-    assert check.returncode == 0, "run python3 lib/gen_perfex_tables.py"
+    check = subprocess.run([sys.executable, str(ROOT / "lib" / "irix" / "gen_perfex_tables.py"), "--check"])
+    assert check.returncode == 0, "run python3 lib/irix/gen_perfex_tables.py"
 
 
 @pytest.mark.parametrize("client", ["libperfex_client", "libperfex_static_client"])

@@ -1,4 +1,4 @@
-"""What perfex's start-up path leaves out (README, Speed: perfex start-up).
+"""What perfex's start-up path leaves out (docs/speed.md, perfex start-up).
 
 A counted run through the -I -S launcher loads neither ``dataclasses`` (which
 imports ``inspect``) nor ``pathlib``, nor what only some options need; the

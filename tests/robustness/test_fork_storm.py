@@ -36,5 +36,5 @@ def test_a_counted_fork_storm_loses_no_childs_counts(storm, shared_tmp, buffer):
         assert lost > 0, "the tiny buffers were meant to lose events"
     # 600 children of ~1 ms: losing even a tenth of them, or counting a tenth
     # twice, would show.  The bound's 5% is the children's exit paths after
-    # their exit records, which Linux's split gives to user time (README).
+    # their exit records, which Linux's split gives to user time (docs/irix.md).
     assert abs(counted_us - user_us) <= 0.05 * user_us + 20_000, (counted_us, user_us, status)

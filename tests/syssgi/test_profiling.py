@@ -336,7 +336,7 @@ def test_buckets_are_16_bit_through_syssgi_and_32_bit_with_prof_uint(manual_moun
     root = Path(__file__).resolve().parents[2]
     subprocess.run(
         ["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-I", str(root / "include"), str(src),
-         str(root / "lib" / "syssgi.c"), "-o", str(exe)],
+         str(root / "lib" / "irix" / "syssgi.c"), "-o", str(exe)],
         check=True,
     )  # fmt: skip
     proc = subprocess.Popen([str(exe)], stdout=subprocess.PIPE, text=True, env=manual_mount.env())

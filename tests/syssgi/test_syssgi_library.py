@@ -1,4 +1,4 @@
-"""The C syssgi() of libhwperf (lib/syssgi.c), through examples/syssgi_sys and
+"""The C syssgi() of libhwperf (lib/irix/syssgi.c), through examples/syssgi_sys and
 IRIX-style sources built against include/ and lib/.
 
 syssgi_sys runs one step per argument and prints "STEP: RESULT ERRNO ...";
@@ -229,7 +229,7 @@ def test_irix_source_links_against_libhwperf_and_runs(manual_mount, control, lib
 def test_library_compiles_cleanly_in_every_mode(tmp_path, std):
     result = subprocess.run(
         ["cc", f"-std={std}", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "include"),
-         "-c", str(ROOT / "lib" / "syssgi.c"), "-o", str(tmp_path / "syssgi.o")],
+         "-c", str(ROOT / "lib" / "irix" / "syssgi.c"), "-o", str(tmp_path / "syssgi.o")],
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

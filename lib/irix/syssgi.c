@@ -72,7 +72,7 @@
 #include <invent.h>
 #include <time.h>
 
-#include "checked_copy.h"
+#include "../checked_copy.h" /* shared with the hwperfd-run shim */
 
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
