@@ -185,10 +185,12 @@ class Virtual:
         signal: Signaller,
         process_times: Callable[[int], tuple[int, int] | None] = lambda pid: None,
         profile: Callable[[int], WorkloadProfile] = lambda pid: WorkloadProfile(),
+        may_follow: Callable[[int, int], bool] = lambda uid, pid: True,
     ) -> None:
         self.cpus = cpus
         self.threads = threads
         self._signal = signal
+        self._may_follow = may_follow  # (owner uid, pid): may the owner still ptrace-read the process
         self._process_times = process_times
         self._profile = profile
         self.live = 0  # objects that can still count (linked, or a main thread's last run due)
@@ -260,9 +262,15 @@ class Virtual:
     # -- life --
 
     def _on_exec(self, ctx: ThreadContext) -> bool:
-        """exec(2) keeps the state unless VPERFCTR_CONTROL_CLOEXEC (virtual.c ``__vperfctr_flush``)."""
+        """exec(2) keeps the state unless VPERFCTR_CONTROL_CLOEXEC (virtual.c
+        ``__vperfctr_flush``), or unless the owner may no longer ptrace-read
+        the process (a setuid or setgid image): then, as IRIX and libcpc do,
+        the vperfctr is unlinked at the exec, its counts from before it
+        stay the owner's, and nothing the privileged image runs reaches them."""
         perfctr = ctx.data
-        if isinstance(perfctr, Vperfctr) and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC:
+        if isinstance(perfctr, Vperfctr) and (
+            perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC or not self._may_follow(ctx.owner, ctx.pid)
+        ):
             self.threads.catch_up(ctx)
             self._unlinked(perfctr)  # the thread lives on: its counts end here
             return False
@@ -548,9 +556,10 @@ class PerfctrDevice:
         *,
         process_times: Callable[[int], tuple[int, int] | None] = lambda pid: None,
         profile: Callable[[int], WorkloadProfile] = lambda pid: WorkloadProfile(),
+        may_follow: Callable[[int, int], bool] = lambda uid, pid: True,
     ) -> None:
         self.cpus = cpus
-        self.virtual = Virtual(cpus, threads, signal or send_overflow, process_times, profile)
+        self.virtual = Virtual(cpus, threads, signal or send_overflow, process_times, profile, may_follow)
         self.globl = GlobalPerfctr(cpus, clock, default_profile, self.virtual)
         self._bound: dict[int, Vperfctr] = {}  # handle -> its vperfctr
 

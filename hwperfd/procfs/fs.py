@@ -176,7 +176,7 @@ class ProcFs(pyfuse3.Operations):
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
         self.perfctr = PerfctrDevice(
             kernel.cpus, clock, self.threads, lambda: kernel.default_profile,
-            process_times=clock.process_times, profile=kernel.profile,
+            process_times=clock.process_times, profile=kernel.profile, may_follow=self._may_follow,
         )  # fmt: skip
         self.vperfctr_pages = VperfctrPages(self.perfctr.virtual)  # vperfctrs' state pages, by tid
         self.cpc = CpcDevice(kernel.cpus, clock, self.threads, profile=lambda: kernel.default_profile,
@@ -370,6 +370,22 @@ class ProcFs(pyfuse3.Operations):
         """cpc_bind_pctx: who may count another process's LWPs is who may open its process file."""
         info = processes.read_process(pid)
         return info is not None and self._may_read(uid, gid, processes.thread_group(caller) or caller, info)
+
+    @staticmethod
+    def _may_follow(uid: int, pid: int) -> bool:
+        """After an exec: may ``uid`` still ptrace-read ``pid`` (root; else the
+        image gained no uid or gid: all of its uids the owner's, its gids one,
+        and dumpable)?  Gone or stuck: no."""
+        if uid == 0:
+            return True
+        try:
+            info = processes.read_process(pid)
+        except OSError:
+            return False
+        return (
+            info is not None and info.dumpable and info.uid == info.euid == info.suid == uid
+            and info.gid == info.egid == info.sgid
+        )  # fmt: skip
 
     @staticmethod
     def _may_read(uid: int, gid: int, opener: int, info: processes.ProcessInfo) -> bool:

@@ -9,14 +9,10 @@ import fcntl
 import os
 import struct
 import subprocess
-import tempfile
-from pathlib import Path
-
-import pytest
 
 from structs import perfctr as abi
 from structs.pctr import PCIOCS
-from tests.conftest import NOBODY, running_hwperfd
+from tests.conftest import NOBODY
 from tests.perfctr.test_perfctr_driver import CYCLES, EN, USR, control, gcontrol
 from tests.waiting import wait_for
 
@@ -44,15 +40,6 @@ sums = abi.perfctr_sum_ctrs.parse(fcntl.ioctl(fd, abi.VPERFCTR_READ_SUM, bytes(a
 print(sums.tsc, sums.pmc[0], flush=True)
 sys.stdin.read()
 """
-
-
-@pytest.fixture(scope="module")
-def intel(shared_tmp):
-    folder = Path(tempfile.mkdtemp(prefix="reserv-", dir=shared_tmp))
-    os.chmod(folder, 0o755)
-    args = ("--clock", "manual", "--cpus", "2", "--cpu-type", "intel", "--mhz", "1000", "--state-dir", "")
-    with running_hwperfd(folder / "mnt", folder / "hwperfd.log", *args) as mount:
-        yield mount
 
 
 def test_an_orphaned_vperfctr_keeps_its_counts_but_not_the_machines_reservation(intel, nobody_python):
