@@ -11,8 +11,8 @@ it.  The daemon serves every request from one thread: one such read would
 stop it for everyone.
 
 So those reads run on worker threads while the caller waits with a deadline:
-a worker found asleep in the kernel for ``STALL_NS`` (a /proc read never
-sleeps otherwise), or any read past ``DEADLINE_NS``, answers **EAGAIN** and
+a worker found in uninterruptible sleep after ``STALL_NS`` (a /proc read
+does not sleep so otherwise), or any read past ``DEADLINE_NS``, answers **EAGAIN** and
 leaves its worker behind; later reads of the same process answer EAGAIN at
 once until that worker returns.  Left-behind workers are bounded per user
 of the stuck process and in all (EAGAIN past either): a user can stall
@@ -29,7 +29,7 @@ import time
 
 __all__ = ["DEADLINE_NS", "STALL_NS", "MAX_STUCK", "MAX_STUCK_PER_UID", "Stalled", "read", "may_block", "stalled"]
 
-#: A worker asleep in the kernel this long waits on the target's lock.
+#: A worker in uninterruptible sleep this long waits on the target's lock.
 STALL_NS = 10_000_000
 #: Longest any read keeps its caller, asleep or not (a loaded machine).
 DEADLINE_NS = 500_000_000
@@ -114,12 +114,15 @@ class _Worker:
                 return
 
     def asleep(self) -> bool:
-        """Asleep in the kernel (not running nor runnable): its own stat."""
+        """In an uninterruptible (killable) sleep in the kernel: where a
+        /proc read waits on its process's locks.  A worker waiting for the
+        GIL sleeps interruptibly (S) and is not stuck."""
         try:
             data = _read_direct(f"/proc/self/task/{self.tid}/stat", None)
         except OSError:
             return False
-        return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] not in (b"R", b"")
+        at = data.rindex(b")") + 2
+        return data[at : at + 1] == b"D"
 
 
 class _Pool:
