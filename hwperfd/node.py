@@ -76,6 +76,7 @@ class Mount:
     state_pages: Callable[[], StatePages | None]  # the mount's state pages, None while off
     tgid_of: Callable[[int], int]  # the process a thread belongs to, 0 if gone
     processor: Callable[[int], int | None]  # the host CPU a thread runs on, None if gone
+    may_follow: Callable[[int, int], bool]  # (uid, pid): may uid still ptrace-read pid after its exec
 
 
 class Node(Protocol):

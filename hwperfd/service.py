@@ -94,6 +94,10 @@ class Daemon:
             self.cpus.model, self.cpus.mhz, self.clock, self.kernel.profile, processes.read_thread_start
         )
         self.events: procevents.ProcessEvents | None = None
+        # Thread events reach the daemon only for processes with thread
+        # contexts: the connector socket's filter drops the rest in the kernel.
+        self.threads.on_processes_changed = self._refilter
+        self.filtered_for: frozenset[int] | None = None
         self.accounting: taskstats.ExitAccounting | None = None
         # Exit records held back a round (see _catch_up_events).
         self._held: list[taskstats.ExitRecord] = []
@@ -140,6 +144,16 @@ class Daemon:
             f"in {self.swept[1] / 1e6:.1f} ms of CPU",
             f"counter reads answered from state pages in the bridge: {self.fs.fast.answered()}",
         ]
+
+    def _refilter(self) -> None:
+        """Let through the thread events of the processes with thread
+        contexts (before a bind's reply: its threads' forks must come)."""
+        if self.events is None:
+            return
+        watched = self.threads.processes()
+        if watched != self.filtered_for:
+            self.events.watch_threads(watched)
+            self.filtered_for = watched
 
     def _wake_tick(self) -> None:
         if self._controls_changed is not None:
@@ -278,6 +292,7 @@ class Daemon:
             else:
                 log.info("taskstats unavailable: a child reaped at once may lose its last CPU time")
             self.events = await stack.enter_async_context(procevents.ProcessEvents(self.event_buffer))
+            self._refilter()
             # Reads answered in C ask the daemon whenever either stream has news.
             self.fs.fast.watch([sub.fileno() for sub in (self.events, self.accounting) if sub is not None])
             try:
@@ -389,7 +404,10 @@ class Daemon:
             if isinstance(record, taskstats.TaskExit):
                 if record.whole_group:
                     batch.append(Exited(record.pid, record.ppid, record.comm, record.split()))
-                if record.tgid and record.pid != record.tgid and not record.aggregate:
+                if (
+                    record.tgid and record.pid != record.tgid and not record.aggregate
+                    and self.threads.has_process(record.tgid)
+                ):  # fmt: skip
                     # A thread's last run, for its per-thread counters (applied after this).
                     self.clock.thread_exited(record.tgid, record.pid, *record.split())
                     # Queued before its process can be waited for (do_exit:

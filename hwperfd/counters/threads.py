@@ -141,6 +141,16 @@ class ThreadTable:
         self._hooks: dict[str, _Hooks] = {}
         self._books = _Bookkeeping()
         self._serial = 0
+        #: Called when a process gains its first context or loses its last:
+        #: thread events of other processes need not reach the table.
+        self.on_processes_changed: Callable[[], None] | None = None
+
+    def processes(self) -> frozenset[int]:
+        """The processes with a context on any of their threads."""
+        return frozenset(self._books.by_pid)
+
+    def has_process(self, pid: int) -> bool:
+        return pid in self._books.by_pid
 
     def register(
         self,
@@ -360,7 +370,10 @@ class ThreadTable:
 
     def _add(self, ctx: ThreadContext) -> None:
         self._books.by_tid.setdefault(ctx.tid, {})[ctx.service] = ctx
+        new = ctx.pid not in self._books.by_pid
         self._books.by_pid.setdefault(ctx.pid, set()).add(ctx.tid)
+        if new and self.on_processes_changed is not None:
+            self.on_processes_changed()
         self._books.per_owner[ctx.owner] = self._books.per_owner.get(ctx.owner, 0) + 1
 
     def _end(self, ctx: ThreadContext) -> None:
@@ -383,6 +396,8 @@ class ThreadTable:
                 tids.discard(ctx.tid)
                 if not tids:
                     del self._books.by_pid[ctx.pid]
+                    if self.on_processes_changed is not None:
+                        self.on_processes_changed()
         left = self._books.per_owner[ctx.owner] - 1
         if left:
             self._books.per_owner[ctx.owner] = left

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hwperfd.host import procread
+
 __all__ = [
     "CLOCK_TICKS",
     "TICK_NS",
@@ -126,18 +128,9 @@ class _Gone(Exception):
 
 
 def _read(path: str, dir_fd: int | None = None) -> bytes:
-    """Whole content of a /proc file; os.open/os.read skips io's buffering."""
-    fd = os.open(path, _O_READ, dir_fd=dir_fd)
-    try:
-        data = os.read(fd, 8192)
-        if len(data) < 8192:
-            return data
-        chunks = [data]
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    """Whole content of a /proc file; one that can wait on another process
+    has a deadline (``procread``: EAGAIN past it)."""
+    return procread.read(path, dir_fd)
 
 
 def _split_stat(data: bytes) -> tuple[bytes, list[bytes]]:

@@ -227,6 +227,11 @@ class ProcessEvents(NetlinkSubscription[ProcessEvent]):
     def _overrun(self) -> None:
         self._pending.append(Overrun())
 
+    def watch_threads(self, watched: frozenset[int] | None) -> None:
+        """Thread events only of the processes ``watched`` (None: all)."""
+        if self._raw is not None:
+            attach_thread_filter(self._raw, watched)
+
 
 def available(timeout: float = 1.0) -> bool:
     """Can this process receive process events here?
@@ -271,3 +276,71 @@ def available(timeout: float = 1.0) -> bool:
                 sock.sendto(_control_message(PROC_CN_MCAST_IGNORE), (0, 0))
             except OSError:
                 pass
+
+
+# --------------------------------------------------------------------------
+# thread events of processes nobody counts: dropped in the kernel
+
+SO_ATTACH_FILTER = 26
+#: Past this many watched processes the filter lets every thread event through
+#: (a classic BPF program holds at most 4096 instructions).
+MAX_WATCHED = 1000
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JEQ_X, _BPF_TAX, _BPF_RET_K = 0x20, 0x15, 0x1D, 0x07, 0x06
+_ACCEPT, _DROP = 0xFFFFFFFF, 0
+
+
+def _wire(value: int) -> int:
+    """A host-order field as classic BPF loads it (network order)."""
+    return int.from_bytes(struct.pack("=I", value & 0xFFFFFFFF), "big")
+
+
+def thread_filter(watched: frozenset[int]) -> bytes:
+    """A classic BPF program for the connector socket that drops the fork
+    of a thread (child pid != child tgid) and the exit of one (pid != tgid)
+    unless its process is in ``watched``: a thread storm in processes the
+    daemon does not count then costs the stormer (the filter runs in the
+    sending task, at its fork and exit), not the daemon."""
+    insns: list[tuple[int, int, int, int]] = []
+    checks = sorted(watched)
+    n = len(checks)
+    # After the two "tgid in A, pid in X" blocks: n compares, drop, accept.
+    # fork block: 0 ld what; 1 jeq FORK; 2 jeq EXIT; 3 ld child_pid; 4 tax;
+    # 5 ld child_tgid; 6 jeq x -> accept; 7 ja check; exit block: 8 ld pid;
+    # 9 tax; 10 ld tgid; 11 jeq x -> accept; then the checks at 12.
+    check_at = 12
+    accept_at = check_at + n + 1
+
+    def jump(at: int, to: int) -> int:
+        return to - at - 1
+
+    insns.append((_BPF_LD_W_ABS, 0, 0, _HDR_LEN))  # 0
+    insns.append((_BPF_JEQ_K, jump(1, 3), 0, _wire(PROC_EVENT_FORK)))  # 1
+    insns.append((_BPF_JEQ_K, jump(2, 8), jump(2, accept_at), _wire(PROC_EVENT_EXIT)))  # 2
+    insns.append((_BPF_LD_W_ABS, 0, 0, _DATA_AT + 8))  # 3 child_pid
+    insns.append((_BPF_TAX, 0, 0, 0))  # 4
+    insns.append((_BPF_LD_W_ABS, 0, 0, _DATA_AT + 12))  # 5 child_tgid
+    insns.append((_BPF_JEQ_X, jump(6, accept_at), jump(6, check_at), 0))  # 6
+    insns.append((_BPF_JEQ_K, jump(7, accept_at), jump(7, accept_at), 0))  # 7 (never reached)
+    insns.append((_BPF_LD_W_ABS, 0, 0, _DATA_AT))  # 8 pid
+    insns.append((_BPF_TAX, 0, 0, 0))  # 9
+    insns.append((_BPF_LD_W_ABS, 0, 0, _DATA_AT + 4))  # 10 tgid
+    insns.append((_BPF_JEQ_X, jump(11, accept_at), 0, 0))  # 11
+    for i, tgid in enumerate(checks):
+        at = check_at + i
+        insns.append((_BPF_JEQ_K, jump(at, accept_at), 0, _wire(tgid)))
+    insns.append((_BPF_RET_K, 0, 0, _DROP))
+    insns.append((_BPF_RET_K, 0, 0, _ACCEPT))
+    return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
+
+
+def attach_thread_filter(sock: _stdlib_socket.socket, watched: frozenset[int] | None) -> None:
+    """Drop thread events of processes outside ``watched`` in the kernel
+    (None, or more than ``MAX_WATCHED``: let every event through)."""
+    import ctypes
+
+    program = thread_filter(watched) if watched is not None and len(watched) <= MAX_WATCHED else b""
+    if not program:
+        program = struct.pack("=HBBI", _BPF_RET_K, 0, 0, _ACCEPT)
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = struct.pack("HL", len(program) // 8, ctypes.addressof(buf))
+    sock.setsockopt(_stdlib_socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)

@@ -156,6 +156,7 @@ class Vperfctr:
     quiet: bool = False  # an overflow found now raises no signal: the deferred call ends the counters
     handles: int = 0
     freed: bool = False
+    holds: bool = True  # part of the machine's reservation: while it can still count
     exited: ThreadContext | None = None  # a main thread gone: its last time is the process's exit accounting
     sums: list[int] = field(default_factory=lambda: [0] * abi.NR_CTRS)  # pmc[].sum, all 18 of them
 
@@ -184,13 +185,15 @@ class Virtual:
         signal: Signaller,
         process_times: Callable[[int], tuple[int, int] | None] = lambda pid: None,
         profile: Callable[[int], WorkloadProfile] = lambda pid: WorkloadProfile(),
+        may_follow: Callable[[int, int], bool] = lambda uid, pid: True,
     ) -> None:
         self.cpus = cpus
         self.threads = threads
         self._signal = signal
+        self._may_follow = may_follow  # (owner uid, pid): may the owner still ptrace-read the process
         self._process_times = process_times
         self._profile = profile
-        self.live = 0  # objects not yet freed (linked or held by a handle)
+        self.live = 0  # objects that can still count (linked, or a main thread's last run due)
         threads.register(SERVICE, on_exec=self._on_exec, on_exit=self._on_exit, on_overflow=self._on_overflow)
 
     # -- time --
@@ -259,9 +262,15 @@ class Virtual:
     # -- life --
 
     def _on_exec(self, ctx: ThreadContext) -> bool:
-        """exec(2) keeps the state unless VPERFCTR_CONTROL_CLOEXEC (virtual.c ``__vperfctr_flush``)."""
+        """exec(2) keeps the state unless VPERFCTR_CONTROL_CLOEXEC (virtual.c
+        ``__vperfctr_flush``), or unless the owner may no longer ptrace-read
+        the process (a setuid or setgid image): then, as IRIX and libcpc do,
+        the vperfctr is unlinked at the exec, its counts from before it
+        stay the owner's, and nothing the privileged image runs reaches them."""
         perfctr = ctx.data
-        if isinstance(perfctr, Vperfctr) and perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC:
+        if isinstance(perfctr, Vperfctr) and (
+            perfctr.flags & abi.VPERFCTR_CONTROL_CLOEXEC or not self._may_follow(ctx.owner, ctx.pid)
+        ):
             self.threads.catch_up(ctx)
             self._unlinked(perfctr)  # the thread lives on: its counts end here
             return False
@@ -280,6 +289,7 @@ class Virtual:
             perfctr.exited = ctx
             perfctr.ctx = None
             perfctr.owner = None
+            self._let_go(perfctr)  # its thread is gone: it counts no further
             self.maybe_free(perfctr)  # no handle left (closed at exit before this event): nobody will look
             return
         self._unlinked(perfctr)
@@ -336,16 +346,35 @@ class Virtual:
         perfctr.owner = None
         perfctr.state.cstatus = 0
         perfctr.iresume_cstatus = 0
+        self._let_go(perfctr)
         self.maybe_free(perfctr)
+
+    def _let_go(self, perfctr: Vperfctr) -> None:
+        """An unlinked vperfctr counts no more: it leaves the machine's
+        reservation, though handles may keep it (and its frozen counts) for
+        good.  A reservation is held only by counters that can count: an fd
+        kept open must not veto root's global counters, pctr or cpc_bind_cpu."""
+        if perfctr.holds:
+            perfctr.holds = False
+            self.live -= 1
+            if not self.live:
+                self.cpus.reservation.release(VIRTUAL_SERVICE)
 
     def maybe_free(self, perfctr: Vperfctr) -> None:
         if perfctr.exited is not None and perfctr.handles <= 0:
             self.finish(perfctr)
         if perfctr.ctx is None and perfctr.exited is None and perfctr.handles <= 0 and not perfctr.freed:
             perfctr.freed = True
-            self.live -= 1
-            if not self.live:
-                self.cpus.reservation.release(VIRTUAL_SERVICE)
+            self._let_go(perfctr)
+
+    def holders(self) -> list[str]:
+        """Who holds the perfctr-virtual reservation: uid and thread of each
+        vperfctr that can still count."""
+        out = []
+        for ctx in self.threads.contexts(SERVICE):
+            if isinstance(ctx.data, Vperfctr) and ctx.data.holds:
+                out.append(f"uid {ctx.owner} pid {ctx.pid} tid {ctx.tid}")
+        return out
 
     def create(self, task: tasks.Task, uid: int) -> Vperfctr:
         # virtual.c's inc_nrctrs: the first vperfctr takes the machine's
@@ -527,9 +556,10 @@ class PerfctrDevice:
         *,
         process_times: Callable[[int], tuple[int, int] | None] = lambda pid: None,
         profile: Callable[[int], WorkloadProfile] = lambda pid: WorkloadProfile(),
+        may_follow: Callable[[int, int], bool] = lambda uid, pid: True,
     ) -> None:
         self.cpus = cpus
-        self.virtual = Virtual(cpus, threads, signal or send_overflow, process_times, profile)
+        self.virtual = Virtual(cpus, threads, signal or send_overflow, process_times, profile, may_follow)
         self.globl = GlobalPerfctr(cpus, clock, default_profile, self.virtual)
         self._bound: dict[int, Vperfctr] = {}  # handle -> its vperfctr
 
@@ -697,6 +727,8 @@ class PerfctrDevice:
             f"vperfctrs {sum(1 for _ in self.virtual.threads.contexts(SERVICE))}",
             f"global {'running' if self.globl.ours else 'stopped'} active-cpus {self.globl.nr_active}",
             f"reserved-by {self.cpus.reservation.holder or '-'}",
+            *(f"holder perfctr-virtual {who}" for who in self.virtual.holders()),
+            *(["holder perfctr-global uid 0"] if self.globl.ours else []),
         ]
         return "\n".join(lines) + "\n"
 

@@ -22,7 +22,7 @@ class PerfctrNode:
         kernel = mount.kernel
         self.device = PerfctrDevice(
             kernel.cpus, mount.clock, mount.threads, lambda: kernel.default_profile,
-            process_times=mount.clock.process_times, profile=kernel.profile,
+            process_times=mount.clock.process_times, profile=kernel.profile, may_follow=mount.may_follow,
         )  # fmt: skip
         self.pages = VperfctrPages(self.device.virtual)  # vperfctrs' state pages, by tid
         self.page_sources = (self.pages,)

@@ -164,7 +164,7 @@ class ProcFs(pyfuse3.Operations):
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
         # The personalities' nodes (hwperfd/node.py), by inode and by name.
         mount_lent = Mount(kernel, clock, self.threads, signal, deliver, self._may_control,
-                           lambda: self.state_pages, statepages.tgid_of, _processor)  # fmt: skip
+                           lambda: self.state_pages, statepages.tgid_of, _processor, self._may_follow)  # fmt: skip
         self.nodes: dict[int, Node] = {NODE_BASE + i: make(mount_lent) for i, make in enumerate(nodes)}
         self._node_inodes = {node.name: inode for inode, node in self.nodes.items()}
         # readdir offsets: 1 after the control node, 2 after pinfo, 2 + i after node i, pid + _LISTED after a pid.
@@ -342,6 +342,22 @@ class ProcFs(pyfuse3.Operations):
         """cpc_bind_pctx: who may count another process's LWPs is who may open its process file."""
         info = processes.read_process(pid)
         return info is not None and self._may_read(uid, gid, processes.thread_group(caller) or caller, info)
+
+    @staticmethod
+    def _may_follow(uid: int, pid: int) -> bool:
+        """After an exec: may ``uid`` still ptrace-read ``pid`` (root; else the
+        image gained no uid or gid: all of its uids the owner's, its gids one,
+        and dumpable)?  Gone or stuck: no."""
+        if uid == 0:
+            return True
+        try:
+            info = processes.read_process(pid)
+        except OSError:
+            return False
+        return (
+            info is not None and info.dumpable and info.uid == info.euid == info.suid == uid
+            and info.gid == info.egid == info.sgid
+        )  # fmt: skip
 
     @staticmethod
     def _may_read(uid: int, gid: int, opener: int, info: processes.ProcessInfo) -> bool:

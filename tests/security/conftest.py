@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from tests.conftest import NOBODY, Mount
+from tests.conftest import NOBODY, Mount, running_hwperfd
 
 HERE = Path(__file__).resolve().parent
 NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
@@ -82,3 +83,14 @@ def root_python(code: str, mount: Mount, pid: int) -> subprocess.Popen:
         text=True,
         env={**os.environ, "HWPERFD_MOUNT": str(mount.path)},
     )
+
+
+@pytest.fixture(scope="session")
+def intel(shared_tmp):
+    """perfctr's x86 counters: two emulated Core 2 CPUs at 1000 MHz (1 ms =
+    1 000 000 cycles), manual clock, a daemon of the trust tests' own."""
+    folder = Path(tempfile.mkdtemp(prefix="trust-intel-", dir=shared_tmp))
+    os.chmod(folder, 0o755)
+    args = ("--clock", "manual", "--cpus", "2", "--cpu-type", "intel", "--mhz", "1000", "--state-dir", "")
+    with running_hwperfd(folder / "mnt", folder / "hwperfd.log", *args) as mount:
+        yield mount

@@ -1,0 +1,245 @@
+"""Reads of other processes' /proc files that cannot wedge the daemon.
+
+Many /proc/<pid> files take a lock the target process can hold for as long
+as it likes: stat, io, wchan, syscall and stack take its ``exec_update_lock``
+(and maps, environ, exe open with it), which execve(2) holds while it closes
+close-on-exec files; a close-on-exec file on a FUSE filesystem whose server
+never answers FLUSH (or on a dead NFS mount) keeps the exec there for good.
+cmdline takes the target's mmap lock, which a fault on such a file holds.
+The wait is killable only, so no signal short of the daemon's own death ends
+it.  The daemon serves every request from one thread: one such read would
+stop it for everyone.
+
+So those reads run on worker threads while the caller waits with a deadline:
+a worker found in uninterruptible sleep after ``STALL_NS`` (a /proc read
+does not sleep so otherwise), or any read past ``DEADLINE_NS``, answers **EAGAIN** and
+leaves its worker behind; later reads of the same process answer EAGAIN at
+once until that worker returns.  Left-behind workers are bounded per user
+of the stuck process and in all (EAGAIN past either): a user can stall
+reads of their own processes, not the daemon.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import queue
+import threading
+import time
+
+__all__ = ["DEADLINE_NS", "STALL_NS", "MAX_STUCK", "MAX_STUCK_PER_UID", "Stalled", "read", "may_block", "stalled"]
+
+#: A worker in uninterruptible sleep this long waits on the target's lock.
+STALL_NS = 10_000_000
+#: Longest any read keeps its caller, asleep or not (a loaded machine).
+DEADLINE_NS = 500_000_000
+#: Workers left behind on stuck reads, in all and per user of the stuck process.
+MAX_STUCK = 256
+MAX_STUCK_PER_UID = 8
+#: Idle workers kept for the next read.
+_IDLE_KEPT = 2
+
+#: Files of /proc/<pid> whose reads take no lock the process can hold
+#: (measured, and by fs/proc: status, schedstat, comm and children read
+#: only counters and lists under spinlocks).
+_NEVER_BLOCK = frozenset({"status", "schedstat", "comm", "children"})
+
+
+class Stalled(BlockingIOError):
+    """The process is stuck where its /proc files wait for it (EAGAIN)."""
+
+    def __init__(self, pid: int | None) -> None:
+        super().__init__(errno.EAGAIN, f"process {pid} is stuck in the kernel (its /proc files wait on it)")
+
+
+def may_block(path: str, dir_fd: int | None) -> bool:
+    """Whether reading ``path`` can wait on another process (the daemon's
+    own files never wait on it: it is not in exec while it reads)."""
+    if dir_fd is not None:
+        path = _dir_path(dir_fd) + "/" + path
+    if not (path.startswith("/proc/") and path[6:7].isdigit()):
+        return False  # /proc/stat, /proc/self/..., /proc/sys/...
+    if path.startswith(f"/proc/{os.getpid()}/"):
+        return False
+    return path.rpartition("/")[2] not in _NEVER_BLOCK
+
+
+def _dir_path(dir_fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{dir_fd}")
+    except OSError:
+        return "/proc/0"
+
+
+class _Job:
+    __slots__ = ("path", "dir_fd", "done", "data", "error", "worker", "abandoned", "pid", "uid")
+
+    def __init__(self, path: str, dir_fd: int | None) -> None:
+        self.path = path
+        self.dir_fd = dir_fd
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.data = b""
+        self.error: BaseException | None = None
+        self.abandoned = False
+        self.pid: int | None = None
+        self.uid: int | None = None
+
+    def result(self) -> bytes:
+        if self.error is not None:
+            raise self.error
+        return self.data
+
+
+class _Worker:
+    def __init__(self, pool: _Pool) -> None:
+        self.pool = pool
+        self.inbox: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.tid = 0
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(started,), name="procread", daemon=True)
+        self.thread.start()
+        started.wait()
+
+    def _run(self, started: threading.Event) -> None:
+        self.tid = threading.get_native_id()
+        started.set()
+        while True:
+            job = self.inbox.get()
+            try:
+                job.data = _read_direct(job.path, job.dir_fd)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                job.error = exc
+            if not self.pool.finished(self, job):
+                return
+
+    def asleep(self) -> bool:
+        """In an uninterruptible (killable) sleep in the kernel: where a
+        /proc read waits on its process's locks.  A worker waiting for the
+        GIL sleeps interruptibly (S) and is not stuck."""
+        try:
+            data = _read_direct(f"/proc/self/task/{self.tid}/stat", None)
+        except OSError:
+            return False
+        at = data.rindex(b")") + 2
+        return data[at : at + 1] == b"D"
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: list[_Worker] = []
+        self.stuck: dict[int, int] = {}  # pid -> workers stuck on it
+        self.stuck_uids: dict[int, int] = {}  # uid of the stuck process -> workers
+        self.total = 0
+
+    def finished(self, worker: _Worker, job: _Job) -> bool:
+        """A worker's read returned: hand it back (False: the worker ends)."""
+        with self.lock:
+            if job.abandoned:
+                self._unstick(job)
+            else:
+                job.done.release()
+            if len(self.idle) >= _IDLE_KEPT and job.abandoned:
+                return False
+            self.idle.append(worker)
+            return True
+
+    def _unstick(self, job: _Job) -> None:
+        self.total -= 1
+        for table, key in ((self.stuck, job.pid), (self.stuck_uids, job.uid)):
+            if key is not None:
+                table[key] -= 1
+                if not table[key]:
+                    del table[key]
+
+    def read(self, path: str, dir_fd: int | None) -> bytes:
+        pid = None
+        if self.stuck:
+            pid = _pid_of(path, dir_fd)
+            if pid in self.stuck:
+                raise Stalled(pid)
+            if self.total >= MAX_STUCK or any(n >= MAX_STUCK_PER_UID for n in self.stuck_uids.values()):
+                uid = _uid_of(pid)
+                if self.total >= MAX_STUCK or (uid is not None and self.stuck_uids.get(uid, 0) >= MAX_STUCK_PER_UID):
+                    raise Stalled(pid)
+        with self.lock:
+            worker = self.idle.pop() if self.idle else None
+        if worker is None:
+            worker = _Worker(self)
+        job = _Job(path, dir_fd)
+        worker.inbox.put(job)
+        if job.done.acquire(timeout=0.002):
+            return job.result()
+        began = time.monotonic_ns()
+        while True:
+            if job.done.acquire(timeout=0.005):
+                return job.result()
+            waited = time.monotonic_ns() - began
+            if (waited >= STALL_NS and worker.asleep()) or waited >= DEADLINE_NS:
+                break
+        pid = _pid_of(path, dir_fd) if pid is None else pid
+        uid = _uid_of(pid)
+        with self.lock:
+            if job.done.acquire(blocking=False):
+                return job.result()  # it returned meanwhile
+            job.abandoned, job.pid, job.uid = True, pid, uid
+            self.total += 1
+            if pid is not None:
+                self.stuck[pid] = self.stuck.get(pid, 0) + 1
+            if uid is not None:
+                self.stuck_uids[uid] = self.stuck_uids.get(uid, 0) + 1
+        raise Stalled(pid)
+
+
+def _read_direct(path: str, dir_fd: int | None) -> bytes:
+    """Whole content of a /proc file; os.open/os.read skips io's buffering."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        data = os.read(fd, 8192)
+        if len(data) < 8192:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _pid_of(path: str, dir_fd: int | None) -> int | None:
+    """The process a /proc path (or one relative to an open /proc/<pid>) is of."""
+    if dir_fd is not None:
+        path = _dir_path(dir_fd) + "/" + path
+    parts = path.split("/")
+    return int(parts[2]) if len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() else None
+
+
+def _uid_of(pid: int | None) -> int | None:
+    """Real uid of ``pid`` from its status (a file that never waits on it)."""
+    if pid is None:
+        return None
+    try:
+        for line in _read_direct(f"/proc/{pid}/status", None).split(b"\n"):
+            if line.startswith(b"Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+_pool = _Pool()
+
+
+def read(path: str, dir_fd: int | None = None) -> bytes:
+    """Whole content of a /proc file, with a deadline where it can wait on
+    another process (``Stalled``, EAGAIN, past it)."""
+    if not may_block(path, dir_fd):
+        return _read_direct(path, dir_fd)
+    return _pool.read(path, dir_fd)
+
+
+def stalled() -> dict[int, int]:
+    """pid -> reads of it still stuck (for the status node and tests)."""
+    with _pool.lock:
+        return dict(_pool.stuck)
