@@ -80,6 +80,7 @@ MAX_HELD_TEXT_PER_USER = 64 << 20
 CONTROL_NAME = b"control"
 CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
+PID_INODE_BASE = _PID_BASE
 PCTR_NAME = b"pctr"  # OpenBSD's /dev/pctr (hwperfd.pctr)
 PCTR_INODE = 1 << 31  # above any pid's inode, below pinfo's (1 << 32 and up)
 CPC_NAME = b"cpc"  # Solaris libcpc's kernel side (hwperfd.cpc)
@@ -209,6 +210,9 @@ class ProcFs(pyfuse3.Operations):
         self.state_pages: statepages.StatePages | None = None  # the service's, if on
         self._notifying = True  # until stop_notifications
         self.listing = Listing(self._invalidate_entry)
+        # After a write's commands ran (on ``pid``'s file; None: control):
+        # the service records the set-up they may have changed.
+        self.after_write: Callable[[int | None], None] = lambda pid: None
 
     # -- names and attributes -------------------------------------------------
 
@@ -474,6 +478,7 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno_of(exc)) from None
         finally:
             self._pages_changed(None if inode == CONTROL_INODE else handle.pid)
+            self.after_write(None if inode == CONTROL_INODE else handle.pid)
         return len(buf)
 
     # -- state pages (README, Self-monitoring) ----------------------------------

@@ -1,0 +1,121 @@
+"""JSON forms of the counter layer's records, for the set-up store.
+
+Tagged, so a record reads back as the same objects: dataclasses by their
+fields (a field added later takes its default when an older record lacks
+it, and a field since removed is ignored: an upgrade keeps what was set up),
+named tuples, enums, fractions, tuples and frozensets.  Only the classes
+registered here decode; anything else is refused as corrupt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from fractions import Fraction
+from typing import Any, Callable, Mapping
+
+_CLASSES: dict[str, type] = {}
+_MAKERS: dict[type, Callable[..., Any]] = {}
+
+
+class CodecError(ValueError):
+    """A stored form that is not one of ours."""
+
+
+def register(*classes: type, maker: Callable[..., Any] | None = None) -> None:
+    """Let ``classes`` decode; ``maker(**fields)`` builds one, instead of
+    filling its fields in place (which skips ``__post_init__``)."""
+    for cls in classes:
+        _CLASSES[cls.__qualname__] = cls
+        if maker is not None:
+            _MAKERS[cls] = maker
+
+
+def encode(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        raise CodecError("no floats in set-up")
+    if isinstance(value, Fraction):
+        return {"F": [value.numerator, value.denominator]}
+    if isinstance(value, enum.Enum):
+        return {"E": [type(value).__qualname__, value.value]}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {"D": [type(value).__qualname__, fields]}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {"N": [type(value).__qualname__, [encode(v) for v in value]]}
+    if isinstance(value, tuple):
+        return {"T": [encode(v) for v in value]}
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return {"S": [encode(v) for v in sorted(value)]}
+    if isinstance(value, Mapping):
+        return {"M": {str(k): encode(v) for k, v in value.items()}}
+    raise CodecError(f"cannot store a {type(value).__name__}")
+
+
+def decode(form: Any) -> Any:
+    if form is None or isinstance(form, (bool, int, str)):
+        return form
+    if isinstance(form, list):
+        return [decode(v) for v in form]
+    if not isinstance(form, dict) or len(form) != 1:
+        raise CodecError(f"not a stored form: {form!r:.60}")
+    ((tag, body),) = form.items()
+    if tag == "F":
+        return Fraction(*_ints(body, 2))
+    if tag == "T":
+        return tuple(decode(v) for v in _list(body))
+    if tag == "S":
+        return frozenset(decode(v) for v in _list(body))
+    if tag == "M":
+        if not isinstance(body, dict):
+            raise CodecError("a mapping is an object")
+        return {k: decode(v) for k, v in body.items()}
+    name, data = _list(body, 2)
+    cls = _CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise CodecError(f"unknown class {name!r:.60}")
+    if tag == "E" and issubclass(cls, enum.Enum):
+        return cls(data)
+    if tag == "N" and issubclass(cls, tuple):
+        return cls(*(decode(v) for v in _list(data)))
+    if tag == "D" and dataclasses.is_dataclass(cls):
+        if not isinstance(data, dict):
+            raise CodecError("a dataclass's fields are an object")
+        return _dataclass(cls, {k: decode(v) for k, v in data.items()})
+    raise CodecError(f"bad tag {tag!r:.10} for {name}")
+
+
+def _dataclass(cls: type, values: dict[str, Any]) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    maker = _MAKERS.get(cls)
+    if maker is not None or cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        return (maker or cls)(**{k: v for k, v in values.items() if k in fields and fields[k].init})
+    obj: Any = object.__new__(cls)
+    for name, f in fields.items():
+        if name in values:
+            value = values[name]
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            raise CodecError(f"{cls.__qualname__} lacks {name}")
+        setattr(obj, name, value)
+    return obj
+
+
+def _list(body: Any, length: int | None = None) -> list[Any]:
+    if not isinstance(body, list) or (length is not None and len(body) != length):
+        raise CodecError("malformed list")
+    return body
+
+
+def _ints(body: Any, length: int) -> list[int]:
+    items = _list(body, length)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise CodecError("malformed integers")
+    return items
