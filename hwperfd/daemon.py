@@ -113,7 +113,9 @@ def prepare_mountpoint(path: str, explicit: bool) -> str:
     fstype = mounted_at(path)
     if fstype is not None:
         try:
-            os.stat(path)
+            # statfs always reaches the daemon (stat may be answered from
+            # FUSE's attribute cache for a while after its daemon died).
+            os.statvfs(path)
         except OSError as exc:
             if exc.errno != errno.ENOTCONN:
                 raise

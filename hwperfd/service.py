@@ -25,7 +25,7 @@ import trio
 
 from hwperfd.clock import ManualClock, RealClock
 from hwperfd.counters.durable import DurableSetup
-from hwperfd.counters.kernel import CounterKernel
+from hwperfd.counters.kernel import CounterKernel, Signal
 from hwperfd.counters.lifecycle import Event, Execed, Exited, Forked, Lifecycle, Lost
 from hwperfd.counters.store import SetupStore
 from hwperfd.counters.threads import (
@@ -84,8 +84,10 @@ class Daemon:
             raise SetupError(str(exc)) from None
         self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
         self.signals = SignalSender()
+        self._dirty: set[int] = set()  # pids whose state the kernel let go or changed outside a call
+        self._overflowed: set[int] = set()  # pids owed overflow signals since their last write
         self.kernel = CounterKernel(
-            self.cpus, self.clock, signal=self.signals.owe, gone=self._gone, cancel=self.signals.cancel
+            self.cpus, self.clock, signal=self._owe, gone=self._gone, cancel=self.signals.cancel
         )
         self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
         # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
@@ -130,7 +132,6 @@ class Daemon:
         # The set-up store (docs/restart.md): what an earlier daemon set up
         # comes back before the mount; every change is written before the
         # call that made it answers.
-        self._dirty: set[int] = set()  # pids whose state the kernel let go or changed outside a call
         self.durable: DurableSetup | None = None
         store = SetupStore.open(getattr(args, "state_dir", DEFAULT_DIR), store_name(mount))
         if store is not None:
@@ -161,6 +162,12 @@ class Daemon:
     def _wake_tick(self) -> None:
         if self._controls_changed is not None:
             self._controls_changed.set()
+
+    def _owe(self, owed: Signal) -> None:
+        """Overflow signals of IRIX counters: the counts that raised them are
+        written before they are sent (``_record_setup``)."""
+        self._overflowed.add(owed.pid)
+        self.signals.owe(owed)
 
     def _gone(self, pid: int) -> None:
         """The kernel let a process's state go: so does everything else kept for it."""
@@ -230,6 +237,8 @@ class Daemon:
         while True:
             now = time.monotonic_ns()
             self.kernel.tick(self.kernel.signalling(now), now)
+            if self._overflowed:
+                self._record_setup()
             for ctx in self.threads.interrupting(now):
                 self.threads.tick(ctx, now)
             dues = [due for due in (self.kernel.next_due(now), self.threads.next_due()) if due is not None]
@@ -418,12 +427,12 @@ class Daemon:
         if self.durable is None:
             return
         dirty, self._dirty = self._dirty, set()
+        overflowed, self._overflowed = self._overflowed, set()
         dirty.update(pids)
         try:
             if all_pids:
                 self.durable.sync_all()
-            else:
-                self.durable.sync(dirty)
+            self.durable.sync(dirty, overflowed)
         except (sqlite3.Error, OSError) as exc:
             # The call still answers: its set-up holds until the daemon stops.
             log.warning("set-up store: %s (a restart would lose the latest changes)", exc)

@@ -97,19 +97,23 @@ class DurableSetup:
 
     # -- writing -------------------------------------------------------------
 
-    def sync(self, pids: Iterable[int]) -> None:
-        """Write what changed of ``pids``' records, and of system mode."""
+    def sync(self, pids: Iterable[int], overflowed: Iterable[int] = ()) -> None:
+        """Write what changed of ``pids``' records, and of system mode.
+        ``overflowed``: processes owed overflow signals since their last
+        write; their counts are written too, before the signals go, so a
+        restart neither loses those signals nor sends them again."""
         kernel = self.kernel
         put: list[SetupRecord] = []
         drop: list[tuple[str, str]] = []
-        for pid in pids:
+        forced = set(overflowed)
+        for pid in forced.union(pids):
             record = kernel._procs.get(pid)
             profile = kernel._profiles.get(pid)
             fp = _fingerprint(record, profile)
-            if fp == self._written.get(pid):
+            if fp == self._written.get(pid) and (pid not in forced or record is None):
                 continue
             if fp is None:
-                del self._written[pid]
+                self._written.pop(pid, None)
                 drop.append((PROCESS, str(pid)))
             else:
                 self._written[pid] = fp
@@ -119,7 +123,7 @@ class DurableSetup:
             (id(system), system.generation, system.request, system.signal_to) if system else None,
             kernel._system_generation,
         )
-        if sfp != self._system_written:
+        if sfp != self._system_written or (system is not None and system.signal_to in forced):
             self._system_written = sfp
             put.append(
                 SetupRecord(
