@@ -209,3 +209,54 @@ def test_a_corrupt_record_is_refused_logged_and_skipped(daemon):
         for child in children:
             child.kill()
             child.wait()
+
+
+@pytest.fixture(scope="session")
+def lib_restart(shared_tmp) -> Path:
+    subprocess.run(["make", "-s", "-C", str(ROOT / "lib")], check=True)
+    target = shared_tmp / "lib_restart"
+    lib = ROOT / "lib"
+    subprocess.run(
+        ["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", "-o", str(target),
+         str(HERE / "lib_restart.c"), str(lib / "libperfex.a"), str(lib / "libhwperf.a"), "-lm"],
+        check=True,
+    )  # fmt: skip
+    return target
+
+
+def go(program: subprocess.Popen) -> None:
+    assert program.stdin is not None
+    program.stdin.write("go\n")
+    program.stdin.flush()
+
+
+def test_libperfex_rides_out_a_restart(daemon, lib_restart):
+    """start_counters, the daemon killed and started again, read_counters:
+    the counts of the whole run, under the generation start_counters gave."""
+    d = daemon()
+    program = start_program(lib_restart, d.mount, "perfex", nobody=True)
+    (generation,) = line(program, "ready")
+    d.restart()
+    go(program)
+    final_gen, cycles, user_ns = line(program, "final")
+    assert program.wait(timeout=TIMEOUT) == 0
+    assert final_gen == generation
+    assert abs(int(cycles) / (int(user_ns) * MHZ / 1000) - 1) < 0.01
+
+
+def test_libhwperf_system_mode_survives_a_restart(daemon, lib_restart):
+    """System mode held through syssgi: the hold, its generation and its
+    counts come back, exactly (manual clock); the release after works."""
+    d = daemon("--clock", "manual", "--cpus", "2", "--mhz", "200")
+    program = start_program(lib_restart, d.mount, "syssgi")
+    (generation,) = line(program, "ready")
+    d.mount.control("advance-cpu 0 0 10ms")
+    d.restart()
+    d.mount.control("advance-cpu 0 0 5ms")
+    with pytest.raises(OSError):  # the hardware is still system mode's
+        d.mount.control("reserve someone-else")
+    go(program)
+    final_gen, cycles = line(program, "final")
+    assert program.wait(timeout=TIMEOUT) == 0
+    assert final_gen == generation
+    assert int(cycles) == 15_000_000 * 200 // 1000 * 9 // 10  # kernel mode: all but the EXL tenth
