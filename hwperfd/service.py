@@ -133,7 +133,8 @@ class Daemon:
         # comes back before the mount; every change is written before the
         # call that made it answers.
         self.durable: DurableSetup | None = None
-        store = SetupStore.open(getattr(args, "state_dir", DEFAULT_DIR), store_name(mount))
+        store_dir = getattr(args, "state_dir", DEFAULT_DIR) if getattr(args, "store", True) else ""
+        store = SetupStore.open(store_dir, store_name(mount))
         if store is not None:
             self.durable = DurableSetup(store, self.kernel, processes.read_start)
             found = self.durable.restore(self.clock)

@@ -31,8 +31,33 @@ def register(*classes: type, maker: Callable[..., Any] | None = None) -> None:
             _MAKERS[cls] = maker
 
 
+_SHARED_KEPT = 4096
+# Forms of immutable values by identity (requests and register states are
+# shared by many records): (the value, kept alive so its id stays its own; its form).
+_shared: dict[int, tuple[Any, Any]] = {}
+
+
 def encode(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
+    kind = type(value)
+    if value is None or kind is int or kind is str or kind is bool:
+        return value
+    if kind is list and all(type(v) is int for v in value):
+        return value  # counts: the most of a record
+    known = _shared.get(id(value))
+    if known is not None and known[0] is value:
+        return known[1]
+    form = _encode(value)
+    if isinstance(value, tuple) or (
+        dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen  # type: ignore[union-attr]
+    ):
+        if len(_shared) >= _SHARED_KEPT:
+            _shared.clear()
+        _shared[id(value)] = (value, form)
+    return form
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
         raise CodecError("no floats in set-up")

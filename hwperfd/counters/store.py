@@ -134,6 +134,9 @@ class SetupStore:
         if not rows and not gone:
             return
         db = self._db
+        if len(rows) == 1 and not gone:  # the common case: one statement is one transaction
+            db.execute("INSERT OR REPLACE INTO setup VALUES (?, ?, ?, ?, ?, ?, ?)", rows[0])
+            return
         db.execute("BEGIN")
         try:
             if gone:

@@ -260,3 +260,27 @@ def test_libhwperf_system_mode_survives_a_restart(daemon, lib_restart):
     assert program.wait(timeout=TIMEOUT) == 0
     assert final_gen == generation
     assert int(cycles) == 15_000_000 * 200 // 1000 * 9 // 10  # kernel mode: all but the EXL tenth
+
+
+def test_programs_of_two_users_see_no_error_across_repeated_kills(daemon, irix_restart):
+    """Kills at random moments (mid-ioctl included: both programs read all
+    the time), then one SIGTERM: neither program sees an error, and each
+    one's count stays within 1% of its user time at the rate."""
+    import random
+
+    d = daemon()
+    programs = [start_program(irix_restart, d.mount), start_program(irix_restart, d.mount, nobody=True)]
+    generations = [line(p, "counting")[0] for p in programs]
+    for p in programs:
+        line(p, "ready")
+    rng = random.Random(28)
+    for how in [signal.SIGKILL] * 4 + [signal.SIGTERM]:
+        time.sleep(rng.uniform(0.05, 0.4))
+        d.restart(how)
+    for p in programs:
+        go(p)
+    for p, generation in zip(programs, generations):
+        final_gen, cycles, user_ns, _ = line(p, "final")
+        assert p.wait(timeout=TIMEOUT) == 0
+        assert final_gen == generation
+        assert abs(int(cycles) / (int(user_ns) * MHZ / 1000) - 1) < 0.01, (cycles, user_ns)
