@@ -82,13 +82,55 @@ def _encode(value: Any) -> Any:
 
 
 def decode(form: Any) -> Any:
-    if form is None or isinstance(form, (bool, int, str)):
+    kind = type(form)
+    if form is None or kind is int or kind is str or kind is bool:
         return form
-    if isinstance(form, list):
+    if kind is list:
+        if all(type(v) is int for v in form):
+            return form
         return [decode(v) for v in form]
+    if kind is dict and len(form) == 1 and "T" in form and all(type(v) is int for v in form["T"]):
+        return tuple(form["T"])
     if not isinstance(form, dict) or len(form) != 1:
         raise CodecError(f"not a stored form: {form!r:.60}")
     ((tag, body),) = form.items()
+    if tag == "N":
+        key = _flat(body)
+        if key is not None:
+            found = _named.get(key)
+            if found is None:
+                if len(_named) >= _SHARED_KEPT:
+                    _named.clear()
+                found = _named[key] = _decode_tagged(tag, body)
+            return found
+    return _decode_tagged(tag, body)
+
+
+# Named tuples decoded, by their flattened form: a register state recurs in
+# many records (most are the one of a slot without a threshold).
+_named: dict[tuple[Any, ...], Any] = {}
+
+
+def _flat(body: Any) -> tuple[Any, ...] | None:
+    """(name, items) of a named tuple of ints and fractions, hashable; None for others."""
+    if type(body) is not list or len(body) != 2 or type(body[1]) is not list:
+        return None
+    items: list[Any] = [body[0]]
+    for v in body[1]:
+        if type(v) is int:
+            items.append(v)
+        elif type(v) is dict and len(v) == 1 and type(v.get("F")) is list:
+            items.append(("F", *v["F"]))
+        else:
+            return None
+    try:
+        hash(items[0])
+    except TypeError:
+        return None
+    return tuple(items)
+
+
+def _decode_tagged(tag: str, body: Any) -> Any:
     if tag == "F":
         return Fraction(*_ints(body, 2))
     if tag == "T":
