@@ -129,8 +129,8 @@ class DurableSetup:
                 SetupRecord(
                     SYSTEM,
                     "",
-                    system.owner or 0 if system else 0,
-                    system.owner_start if system else 0,
+                    0,  # system mode is syssgi's: no process owns it
+                    0,
                     0,
                     {"system": codec.encode(system), "generation": kernel._system_generation},
                 )
@@ -233,8 +233,6 @@ class DurableSetup:
             return False
         if not isinstance(system, _SystemRecord) or len(system.per_cpu) != len(kernel.cpus):
             raise codec.CodecError("system mode of another machine")
-        if system.owner is not None and self._read_start(system.owner) != (system.owner_start or None):
-            return False  # its owner is gone: system mode went with it
         holder = kernel.cpus.reservation.reserve(SYSTEM_MODE_SERVICE)
         if holder is not None:
             log.warning("system mode not restored: the hardware is taken by %s", holder)
