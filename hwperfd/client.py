@@ -143,6 +143,7 @@ class _MountFile:
 
     def __init__(self, path: str | os.PathLike[str], flags: int) -> None:
         self._path = os.fspath(path)
+        self._flags = flags
         self.fd = os.open(self._path, flags)
 
     @property
@@ -163,11 +164,46 @@ class _MountFile:
         self.close()
 
     def _ioctl(self, cmd: int, arg: bytes | int = 0) -> tuple[int, bytes]:
-        """``arg`` is a buffer the kernel copies in and out, or a raw integer."""
+        """``arg`` is a buffer the kernel copies in and out, or a raw integer.
+        A daemon found gone is waited for, as the C libraries do (docs/restart.md)."""
+        try:
+            return self._ioctl_once(cmd, arg)
+        except OSError as exc:
+            if exc.errno not in _LOST_DAEMON or self.fd < 0:
+                raise
+            deadline = _reconnect_deadline()
+            while True:
+                if deadline is None or time.monotonic() >= deadline:
+                    raise
+                self._reopen(deadline)
+                try:
+                    return self._ioctl_once(cmd, arg)
+                except OSError as again:
+                    if again.errno not in _LOST_DAEMON:
+                        raise
+
+    def _ioctl_once(self, cmd: int, arg: bytes | int) -> tuple[int, bytes]:
         if isinstance(arg, int):
             return fcntl.ioctl(self.fd, cmd, arg), b""
         buf = bytearray(arg)
         return fcntl.ioctl(self.fd, cmd, buf, True), bytes(buf)
+
+    def _reopen(self, deadline: float) -> None:
+        """Open the same path again onto the same descriptor, waiting while
+        the mount is replaced (ENOTCONN, or ENOENT while it is no FUSE mount)."""
+        while True:
+            try:
+                fd = os.open(self._path, self._flags)
+            except OSError as exc:
+                if time.monotonic() >= deadline or not (
+                    exc.errno in _LOST_DAEMON or (exc.errno == errno.ENOENT and _remounting(self._path))
+                ):
+                    raise
+                time.sleep(0.02)
+                continue
+            os.dup2(fd, self.fd, inheritable=os.get_inheritable(self.fd))
+            os.close(fd)
+            return
 
     def _read_text(self) -> str:
         return os.pread(self.fd, 1 << 20, 0).decode()
@@ -179,6 +215,34 @@ class _MountFile:
     def _read_control(self, cmd: int) -> tuple[int, tuple[int, ...]]:
         gen, out = self._ioctl(cmd, bytes(structs.fast.hwperf_eventctrl_t.size))
         return gen, structs.fast.hwperf_eventctrl_t.struct.unpack(out)
+
+
+_LOST_DAEMON = (errno.ENOTCONN, errno.ECONNABORTED)
+_FUSE_SUPER_MAGIC = 0x65735546
+
+
+def _reconnect_deadline() -> float | None:
+    """When to stop waiting for a restarted daemon ($HWPERFD_RECONNECT_MS,
+    default 30 000; 0: never wait)."""
+    try:
+        ms = int(os.environ.get("HWPERFD_RECONNECT_MS") or 30000)
+    except ValueError:
+        ms = 30000
+    return None if ms == 0 else time.monotonic() + max(ms, 0) / 1000
+
+
+def _remounting(path: str) -> bool:
+    """Whether the folder of ``path`` is not (yet) a FUSE mount."""
+    import ctypes
+
+    class _Statfs(ctypes.Structure):
+        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_char * 112)]
+
+    st = _Statfs()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.statfs(os.path.dirname(path).encode(), ctypes.byref(st)) != 0:
+        return True
+    return bool(st.f_type != _FUSE_SUPER_MAGIC)
 
 
 _STATE_HEADER = struct.Struct("<IHHIIIiQQQQQiIQ")

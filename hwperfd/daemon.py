@@ -60,6 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--state-pages", type=int, default=256, metavar="N", help="state pages one user may have at once (default: 256)"
     )
+    parser.add_argument(
+        "--store", action=argparse.BooleanOptionalAction, default=True,
+        help="keep what is set up in a store in --state-dir, so that a restarted daemon puts it back "
+        "(default: on; docs/restart.md)",
+    )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     if args.list_cpus:
@@ -109,7 +114,9 @@ def prepare_mountpoint(path: str, explicit: bool) -> str:
     fstype = mounted_at(path)
     if fstype is not None:
         try:
-            os.stat(path)
+            # statfs always reaches the daemon (stat may be answered from
+            # FUSE's attribute cache for a while after its daemon died).
+            os.statvfs(path)
         except OSError as exc:
             if exc.errno != errno.ENOTCONN:
                 raise

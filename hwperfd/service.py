@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import logging
 import os
 import signal
+import sqlite3
 import time
 from fractions import Fraction
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterable
 
 # The ioctl bridge must be loaded before pyfuse3 (it interposes on libfuse).
 from hwperfd.procfs import bridge  # noqa: I001
@@ -22,8 +24,10 @@ import pyfuse3
 import trio
 
 from hwperfd.clock import ManualClock, RealClock
-from hwperfd.counters.kernel import CounterKernel
+from hwperfd.counters.durable import DurableSetup
+from hwperfd.counters.kernel import CounterKernel, Signal
 from hwperfd.counters.lifecycle import Event, Execed, Exited, Forked, Lifecycle, Lost
+from hwperfd.counters.store import SetupStore
 from hwperfd.counters.threads import (
     ProcessExeced,
     ProcessExited,
@@ -38,7 +42,7 @@ from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
 from hwperfd.node import NodeFactory
 from hwperfd.pctr.node import PctrNode
 from hwperfd.perfctr.node import PerfctrNode
-from hwperfd.procfs.fs import ProcFs
+from hwperfd.procfs.fs import PID_INODE_BASE, ProcFs
 from hwperfd.procfs.statepages import DEFAULT_DIR, DEFAULT_PER_USER, StatePages
 from hwperfd.signals import SignalSender
 from hwperfd.startup import SetupError, notify
@@ -55,6 +59,12 @@ MAX_ZOMBIE_INTERVAL = 1.0
 MIN_TICK_NS = 100_000  # the overflow tick's shortest sleep
 LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
 PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (real clock)
+MAX_PID_INODE = 1 << 31  # process files' inodes lie between PID_INODE_BASE and the nodes'
+
+
+def store_name(mount: str) -> str:
+    """The set-up store of one mount point (as its state pages' directory is named)."""
+    return f"setup-{hashlib.sha256(os.path.realpath(mount).encode()).hexdigest()[:16]}.sqlite"
 
 
 async def resilient(task: Callable[[], Awaitable[None]]) -> None:
@@ -84,8 +94,10 @@ class Daemon:
             raise SetupError(str(exc)) from None
         self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
         self.signals = SignalSender()
+        self._dirty: set[int] = set()  # pids whose state the kernel let go or changed outside a call
+        self._overflowed: set[int] = set()  # pids owed overflow signals since their last write
         self.kernel = CounterKernel(
-            self.cpus, self.clock, signal=self.signals.owe, gone=self._gone, cancel=self.signals.cancel
+            self.cpus, self.clock, signal=self._owe, gone=self._gone, cancel=self.signals.cancel
         )
         self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
         # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
@@ -132,6 +144,24 @@ class Daemon:
         )
         if self.fs.state_pages is not None:
             self.fs.state_pages.on_retire = self.fs.fast.drop_page
+        # The set-up store (docs/restart.md): what an earlier daemon set up
+        # comes back before the mount; every change is written before the
+        # call that made it answers.
+        self.durable: DurableSetup | None = None
+        store_dir = getattr(args, "state_dir", DEFAULT_DIR) if getattr(args, "store", True) else ""
+        store = SetupStore.open(store_dir, store_name(mount))
+        if store is not None:
+            self.durable = DurableSetup(store, self.kernel, processes.read_start)
+            found = self.durable.restore(self.clock)
+            if found.processes or found.system or found.refused:
+                log.info(
+                    "set-up restored: %d processes%s, %d records refused",
+                    found.processes, ", system mode" if found.system else "", found.refused,
+                )  # fmt: skip
+            if found.processes:
+                self.lifecycle.restored()
+            self._record_setup(all_pids=True)
+            self.fs.after_write = lambda pid: self._record_setup([pid] if pid is not None else (), all_pids=pid is None)
 
     def _status(self) -> list[str]:
         return [
@@ -159,14 +189,23 @@ class Daemon:
         if self._controls_changed is not None:
             self._controls_changed.set()
 
+    def _owe(self, owed: Signal) -> None:
+        """Overflow signals of IRIX counters: the counts that raised them are
+        written before they are sent (``_record_setup``)."""
+        self._overflowed.add(owed.pid)
+        self.signals.owe(owed)
+
     def _gone(self, pid: int) -> None:
         """The kernel let a process's state go: so does everything else kept for it."""
+        self._dirty.add(pid)
         self.signals.forget(pid)
         self.fs.faults.forget(pid)
         if self.fs.state_pages is not None:
             self.fs.state_pages.retire(pid)
 
     def _time_moved(self, pid: int) -> None:
+        if self.durable is not None:
+            self.durable.sync_clock(self.clock)
         # Under the manual clock, overflow signals follow the advance at once.
         self.kernel.catch_up([pid] if pid >= 0 else [])
         for ctx in self.threads.of_process(pid) if pid >= 0 else ():
@@ -205,7 +244,9 @@ class Daemon:
             await trio.sleep(SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL)
             self._catch_up_events()
             began = time.thread_time_ns()
+            parents = self.lifecycle.zombie_parents()
             checked, let_go = self.lifecycle.sweep(SWEEP_LIMIT if self.events is not None else None)
+            self._record_setup(parents)
             if let_go | self.threads.sweep():
                 self._changed()
             for pid in self.fs.faults.pids():
@@ -222,6 +263,8 @@ class Daemon:
         while True:
             now = time.monotonic_ns()
             self.kernel.tick(self.kernel.signalling(now), now)
+            if self._overflowed:
+                self._record_setup()
             for ctx in self.threads.interrupting(now):
                 self.threads.tick(ctx, now)
             dues = [due for due in (self.kernel.next_due(now), self.threads.next_due()) if due is not None]
@@ -274,7 +317,10 @@ class Daemon:
                 delay = ZOMBIE_INTERVAL
             await trio.sleep(delay)
             self._catch_up_events()
-            if self.lifecycle.settle():
+            parents = self.lifecycle.zombie_parents()
+            settled = self.lifecycle.settle()
+            self._record_setup(parents)
+            if settled:
                 self._changed()
                 delay = ZOMBIE_INTERVAL
             else:
@@ -314,6 +360,7 @@ class Daemon:
         after it (do_exit: taskstats_exit, exit_notify, proc_exit_connector).
         """
         changed = False
+        touched: set[int] = set()  # pids whose set-up the events may change
         # One poll(2) for both streams first: before most requests neither has news.
         if self.events is not None and (self._held or netlink.any_pending((self.events, self.accounting))):
             # Taskstats, the connector, then taskstats again.  A child's fork
@@ -361,6 +408,14 @@ class Daemon:
                 else:
                     batch.append(Lost())
             threads += whole_groups
+            for item in batch:
+                if isinstance(item, (Exited, Execed)):
+                    touched.update((item.pid, self.kernel.parent_of(item.pid)))
+                    if isinstance(item, Exited):
+                        touched.add(item.parent)
+                elif isinstance(item, Lost):
+                    touched.update(self.kernel.known())
+            touched.update(p for f in forks if isinstance(f, Forked) for p in (f.parent, f.child))
             if threads:
                 changed |= self.threads.apply(threads) > 0
             if any(isinstance(item, Lost) for item in batch):
@@ -379,8 +434,47 @@ class Daemon:
                     self._exits_seen.set()
         if pid is not None:
             changed |= self.lifecycle.settle(pid)
+            touched.add(pid)
+        if touched or self._dirty:
+            self._record_setup(touched)
         if changed:
             self._changed()
+
+    def answer_ioctl(  # noqa: PLR0913 - the bridge's handler signature
+        self, ino: int, fh: int, cmd: int, arg: int, data: bytes, out_size: int, flags: int,
+        pid: int, uid: int, gid: int,
+    ) -> tuple[int, bytes]:  # fmt: skip
+        """The filesystem's ioctl, then the set-up it changed written to the
+        store: a call answers only once what it set up would survive a restart."""
+        try:
+            return self.fs.ioctl(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
+        finally:
+            if self.durable is not None:
+                target = ino - PID_INODE_BASE
+                self._record_setup((pid, target) if 0 < target < MAX_PID_INODE else (pid,))
+
+    def _record_setup(self, pids: Iterable[int] = (), *, all_pids: bool = False) -> None:
+        """Write the set-up of ``pids`` (and of every pid let go or changed
+        since the last write) that changed; all of it if ``all_pids``."""
+        if self.durable is None:
+            return
+        dirty, self._dirty = self._dirty, set()
+        overflowed, self._overflowed = self._overflowed, set()
+        dirty.update(pids)
+        try:
+            if all_pids:
+                self.durable.sync_all()
+            self.durable.sync(dirty, overflowed)
+        except (sqlite3.Error, OSError) as exc:
+            # The call still answers: its set-up holds until the daemon stops.
+            log.warning("set-up store: %s (a restart would lose the latest changes)", exc)
+
+    def close_store(self) -> None:
+        """On a clean stop: everything written, and the store removed if it holds nothing."""
+        if self.durable is not None:
+            self._record_setup(all_pids=True)
+            self.durable.store.close(remove_if_empty=True)
+            self.durable = None
 
     def _changed(self) -> None:
         """Processes or threads came or went: texts render anew, and the state
@@ -390,6 +484,7 @@ class Daemon:
             self.fs.state_pages.publish()
 
     def _thread_ended(self, pid: int, tid: int) -> None:
+        """A thread of a counting process ended: its CPU time, for perfex -mp's blocks."""
         if self.kernel.is_counting(pid):
             times = self.clock.thread_times(pid, tid)
             if times is not None:
@@ -404,15 +499,15 @@ class Daemon:
             if isinstance(record, taskstats.TaskExit):
                 if record.whole_group:
                     batch.append(Exited(record.pid, record.ppid, record.comm, record.split()))
-                if (
-                    record.tgid and record.pid != record.tgid and not record.aggregate
-                    and self.threads.has_process(record.tgid)
-                ):  # fmt: skip
-                    # A thread's last run, for its per-thread counters (applied after this).
-                    self.clock.thread_exited(record.tgid, record.pid, *record.split())
-                    # Queued before its process can be waited for (do_exit:
-                    # taskstats_exit, then exit_notify): perfex -mp finds it.
-                    self._thread_ended(record.tgid, record.pid)
+                if record.tgid and record.pid != record.tgid and not record.aggregate:
+                    # Only threads of processes something counts: a thread
+                    # storm of an uncounted process costs no more than this test.
+                    if self.threads.has_process(record.tgid) or self.kernel.is_counting(record.tgid):
+                        # A thread's last run, for its per-thread counters (applied after this).
+                        self.clock.thread_exited(record.tgid, record.pid, *record.split())
+                        # Queued before its process can be waited for (do_exit:
+                        # taskstats_exit, then exit_notify): perfex -mp finds it.
+                        self._thread_ended(record.tgid, record.pid)
             else:
                 batch.append(Lost())
         return batch
@@ -457,7 +552,7 @@ def _unmount_on_kill(spare: int, opened: dict[int, str]) -> None:
 def serve(args, mount: str) -> int:
     """Mount, serve until SIGTERM/SIGINT, unmount."""
     daemon = Daemon(args, mount)
-    bridge.install(daemon.fs.ioctl)
+    bridge.install(daemon.answer_ioctl)
     bridge.linger(args.linger * 1000, LINGER_BUDGET_NS if args.linger else 0)
     options = set(pyfuse3.default_options)
     options |= {"fsname=hwperfd", "subtype=hwperfd", "allow_other", "default_permissions", "auto_unmount"}
@@ -482,4 +577,5 @@ def serve(args, mount: str) -> int:
         bridge.install(None)
         if daemon.fs.state_pages is not None:
             daemon.fs.state_pages.close()
+        daemon.close_store()
     return 0

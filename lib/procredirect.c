@@ -18,6 +18,11 @@
  * And a process's PIOCGETEVCTRS on its own file is answered from its state
  * page (include/hwperfd/state.h, lib/state.c), without a request to the
  * daemon, once an enable on that file has mapped the page.
+ *
+ * And a restart of the daemon passes unnoticed but for a pause: a call on a
+ * file of the mount that finds the daemon gone waits for the next one,
+ * opens the same path again onto the same descriptor and repeats the call
+ * (reconnect.h; the new daemon has put back what was set up).
  * Built with -I include: <sys/procfs.h> is hwperfd's.
  */
 #define _GNU_SOURCE
@@ -38,6 +43,7 @@
 
 #include "checked_copy.h"
 #include "hwperfd/state.h"
+#include "reconnect.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
@@ -84,6 +90,34 @@ static const char *redirect(const char *path, int flags, char *buf, size_t size)
     return buf;
 }
 
+/* -- files of the mount, by descriptor: what a reconnect opens again ------- */
+
+#define TRACKED_FDS 4096
+
+static struct tracked {
+    char *path;
+    int flags;
+} tracked[TRACKED_FDS];
+
+static int real_open_any(const char *path, int flags, ...);
+
+/* After an open: remember the path of a file of the mount (a redirected
+ * one, or one named under the mount), forget whatever `fd` was before. */
+static void track(int fd, const char *path, int flags, int redirected)
+{
+    const char *m = mount_point();
+    size_t n = strlen(m);
+    char *copy = NULL, *old;
+
+    if (fd < 0 || fd >= TRACKED_FDS)
+        return;
+    if (path != NULL && (redirected || (strncmp(path, m, n) == 0 && path[n] == '/')))
+        copy = strdup(path);
+    old = __atomic_exchange_n(&tracked[fd].path, copy, __ATOMIC_ACQ_REL);
+    tracked[fd].flags = flags;
+    free(old);
+}
+
 #define MODE_ARG(flags, mode)                                                  \
     do {                                                                       \
         if ((flags) & (O_CREAT | O_TMPFILE)) {                                 \
@@ -102,9 +136,16 @@ static const char *redirect(const char *path, int flags, char *buf, size_t size)
         const char *to = redirect(path, flags, buf, sizeof buf);                      \
         mode_t mode = 0;                                                       \
         MODE_ARG(flags, mode);                                                 \
+        int fd;                                                                \
         if (!real)                                                             \
             real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, #name);   \
-        return real(to ? to : path, flags, mode);                              \
+        fd = real(to ? to : path, flags, mode);                                \
+        if (fd >= 0) {                                                         \
+            int saved = errno;                                                 \
+            track(fd, to ? to : path, flags, to != NULL);                      \
+            errno = saved;                                                     \
+        }                                                                      \
+        return fd;                                                             \
     }
 
 WRAP_OPEN(open)
@@ -118,9 +159,16 @@ WRAP_OPEN(open64)
         const char *to = redirect(path, flags, buf, sizeof buf);                      \
         mode_t mode = 0;                                                       \
         MODE_ARG(flags, mode);                                                 \
+        int fd;                                                                \
         if (!real)                                                             \
             real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, #name); \
-        return real(dirfd, to ? to : path, flags, mode);                       \
+        fd = real(dirfd, to ? to : path, flags, mode);                         \
+        if (fd >= 0 && (to != NULL || path[0] == '/')) {     \
+            int saved = errno;                                                 \
+            track(fd, to ? to : path, flags, to != NULL);                      \
+            errno = saved;                                                     \
+        }                                                                      \
+        return fd;                                                             \
     }
 
 WRAP_OPENAT(openat)
@@ -133,13 +181,29 @@ WRAP_OPENAT(openat64)
         static int (*real)(const char *, int);                                 \
         char buf[4096];                                                        \
         const char *to = redirect(path, flags, buf, sizeof buf);                      \
+        int fd;                                                                \
         if (!real)                                                             \
             real = (int (*)(const char *, int))dlsym(RTLD_NEXT, #name);        \
-        return real(to ? to : path, flags);                                    \
+        fd = real(to ? to : path, flags);                                      \
+        if (fd >= 0) {                                                         \
+            int saved = errno;                                                 \
+            track(fd, to ? to : path, flags, to != NULL);                      \
+            errno = saved;                                                     \
+        }                                                                      \
+        return fd;                                                             \
     }
 
 WRAP_OPEN_2(__open_2)
 WRAP_OPEN_2(__open64_2)
+
+/* The next open(2) in line, for opening a file of the mount again. */
+static int real_open_any(const char *path, int flags, ...)
+{
+    static int (*real)(const char *, int, ...);
+    if (!real)
+        real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+    return real(path, flags, 0);
+}
 
 /* -- PIOCENEVCTRSEX / PIOCGETEVCTRLEX ------------------------------------- */
 
@@ -260,9 +324,26 @@ static int read_from_page(ioctl_fn real, int fd, hwperf_cntr_t *user)
     return gen;
 }
 
+struct call {
+    ioctl_fn real;
+    unsigned long request;
+    void *arg;
+};
+
+static int dispatch(int fd, void *context)
+{
+    struct call *c = context;
+    if (c->request == (unsigned long)PIOCENEVCTRSEX && on_fuse(fd))
+        return enevctrsex(c->real, fd, c->arg);
+    if (c->request == (unsigned long)PIOCGETEVCTRLEX && on_fuse(fd))
+        return getevctrlex(c->real, fd, c->arg);
+    return c->real(fd, c->request, c->arg);
+}
+
 int ioctl(int fd, unsigned long request, ...)
 {
     static ioctl_fn real;
+    struct call call;
     va_list ap;
     void *arg;
     int rc;
@@ -273,14 +354,24 @@ int ioctl(int fd, unsigned long request, ...)
     va_end(ap);
     if (!real)
         real = (ioctl_fn)dlsym(RTLD_NEXT, "ioctl");
+    call.real = real;
+    call.request = request;
+    call.arg = arg;
     if (request == (unsigned long)PIOCGETEVCTRS && fd == own.fd && own.reader.page != NULL)
-        return read_from_page(real, fd, arg);
-    if (request == (unsigned long)PIOCENEVCTRSEX && on_fuse(fd))
-        rc = enevctrsex(real, fd, arg);
-    else if (request == (unsigned long)PIOCGETEVCTRLEX && on_fuse(fd))
-        return getevctrlex(real, fd, arg);
+        rc = read_from_page(real, fd, arg);
     else
-        rc = real(fd, request, arg);
+        rc = dispatch(fd, &call);
+    if (rc < 0 && hwperfd_lost_daemon(errno) && fd >= 0 && fd < TRACKED_FDS) {
+        char *path = __atomic_load_n(&tracked[fd].path, __ATOMIC_ACQUIRE);
+        rc = hwperfd_ride_out(rc, fd, path, tracked[fd].flags, real_open_any, dispatch, &call);
+        if (rc >= 0 && fd == own.fd) {
+            int saved = errno;
+            map_page(real, fd); /* the old daemon's page is dead */
+            errno = saved;
+        }
+    }
+    if (request == (unsigned long)PIOCGETEVCTRS || request == (unsigned long)PIOCGETEVCTRLEX)
+        return rc;
     if (rc >= 0 && (request == (unsigned long)PIOCENEVCTRS || request == (unsigned long)PIOCSETEVCTRL
                     || request == (unsigned long)PIOCENEVCTRSEX || request == (unsigned long)HWPERFD_PIOCENEVCTRSEX)
         && on_fuse(fd)) {

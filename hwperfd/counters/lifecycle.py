@@ -226,6 +226,10 @@ class Lifecycle:
         request looks whether it reaped them)."""
         return pid in self._zombies
 
+    def zombie_parents(self) -> list[int]:
+        """Processes with exited children not yet folded: where a settle folds counts into."""
+        return list(self._zombies)
+
     def zombies(self) -> int:
         return sum(len(c) for c in self._zombies.values())
 
@@ -275,9 +279,22 @@ class Lifecycle:
 
     # -- recovering from a loss ----------------------------------------------
 
+    def restored(self) -> None:
+        """A restarted daemon put back what an earlier one set up: what came
+        to pass meanwhile (ends, reaps, forks, children's time) is learnt as
+        after lost events.  Exited records are zombies again until reaped."""
+        for pid in self.kernel.tracked():
+            if self.kernel.has_exited(pid):
+                self._zombies.setdefault(self.kernel.parent_of(pid), set()).add(pid)
+        self.kernel.mark_lossy()
+        self._rescan()
+
     def rescan(self) -> None:
         """Events were lost: make the kernel's picture true again."""
         self.rescans += 1
+        self._rescan()
+
+    def _rescan(self) -> None:
         for pid in self.kernel.tracked():
             if self.kernel.has_exited(pid):
                 continue

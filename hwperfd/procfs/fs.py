@@ -75,6 +75,7 @@ CONTROL_NAME = b"control"
 CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
 NODE_BASE = 1 << 31  # the personalities' nodes, in the order given: above any pid's inode, below pinfo's
+PID_INODE_BASE = _PID_BASE
 
 
 # The control node's calls that only read (anyone may make them): they leave every
@@ -195,6 +196,9 @@ class ProcFs(pyfuse3.Operations):
         self.state_pages: statepages.StatePages | None = None  # the service's, if on
         self._notifying = True  # until stop_notifications
         self.listing = Listing(self._invalidate_entry)
+        # After a write's commands ran (on ``pid``'s file; None: control):
+        # the service records the set-up they may have changed.
+        self.after_write: Callable[[int | None], None] = lambda pid: None
 
     # -- names and attributes -------------------------------------------------
 
@@ -462,6 +466,7 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno_of(exc)) from None
         finally:
             self._pages_changed(None if inode == CONTROL_INODE else handle.pid)
+            self.after_write(None if inode == CONTROL_INODE else handle.pid)
         return len(buf)
 
     # -- state pages (docs/state-pages.md) ----------------------------------

@@ -108,6 +108,33 @@ def _read_only_for(uid: int) -> bytes:
     return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries)
 
 
+def _mark_dead(path: str) -> None:
+    """Mark a page left by a daemon that did not stop dead, then unlink it:
+    a process that still maps it must ask the daemon (reconnecting) rather
+    than read counts nobody updates."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            if os.fstat(fd).st_size >= _BODY_OFFSET + 4:
+                with mmap.mmap(fd, _BODY_OFFSET + 4) as page:
+                    seq = int.from_bytes(page[_SEQ_OFFSET : _SEQ_OFFSET + 4], "little")
+                    flags = structs.HWPERFD_STATE_DEAD | structs.HWPERFD_STATE_FALLBACK
+                    page[_SEQ_OFFSET : _SEQ_OFFSET + 4] = ((seq | 1) & 0xFFFFFFFF).to_bytes(4, "little")
+                    page[_BODY_OFFSET : _BODY_OFFSET + 4] = flags.to_bytes(4, "little")
+                    page[_SEQ_OFFSET : _SEQ_OFFSET + 4] = (((seq | 1) + 1) & 0xFFFFFFFF).to_bytes(4, "little")
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(fd)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _prepare(path: str) -> None:
     """A directory of root's that only root may list or write (0711)."""
     try:
@@ -146,8 +173,8 @@ class StatePages:
         _prepare(root)
         self.dir = os.path.join(root, hashlib.sha256(os.path.realpath(mount).encode()).hexdigest()[:16])
         _prepare(self.dir)
-        for name in os.listdir(self.dir):  # a crashed daemon's pages
-            os.unlink(os.path.join(self.dir, name))
+        for name in os.listdir(self.dir):  # a killed daemon's pages: their readers turn to the ioctl
+            _mark_dead(os.path.join(self.dir, name))
         self._real = getattr(clock, "name", "") == "real"
 
     @classmethod

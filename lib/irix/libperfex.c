@@ -28,6 +28,7 @@
 #include "hwperfd/state.h"
 #include "perfex.h"
 #include "perfex_tables.h"
+#include "../reconnect.h"
 
 #define NAME_WIDTH 60
 #define COUNT_WIDTH 15
@@ -38,6 +39,7 @@
 #define SYSTEM_COSTS "/etc/perfex.costs"
 
 static int self_fd = -1;
+static char self_path[4096]; /* what self_fd was opened as: a restart of the daemon opens it again */
 static pid_t self_pid;
 static struct hwperfd_state_reader self_state; /* our state page, once counting */
 
@@ -83,6 +85,7 @@ static int open_self(void)
     self_pid = getpid();
     snprintf(path, sizeof path, "%s/%05d", mount_point(), (int)self_pid);
     self_fd = open(path, O_RDWR | O_CLOEXEC);
+    memcpy(self_path, path, sizeof self_path);
     if (self_fd < 0) {
         int err = errno;
         snprintf(control, sizeof control, "%s/control", mount_point());
@@ -94,6 +97,33 @@ static int open_self(void)
         return fail(err, "cannot open %s: %s", path, strerror(err));
     }
     return self_fd;
+}
+
+struct self_call {
+    unsigned long cmd;
+    void *arg;
+};
+
+static int self_again(int fd, void *context)
+{
+    struct self_call *c = context;
+    return ioctl(fd, c->cmd, c->arg);
+}
+
+/* An ioctl on our own file that rides out a restart of the daemon
+ * (reconnect.h): it put back our counters, so the call is repeated. */
+static int self_ioctl(int fd, unsigned long cmd, void *arg)
+{
+    struct self_call call = {cmd, arg};
+    int rc = ioctl(fd, cmd, arg);
+    if (rc < 0 && fd == self_fd && hwperfd_lost_daemon(errno)) {
+        int err;
+        rc = hwperfd_ride_out(rc, fd, self_path, O_RDWR, open, self_again, &call);
+        err = errno;
+        hwperfd_state_close(&self_state); /* the old daemon's page is dead */
+        errno = err;
+    }
+    return rc;
 }
 
 /* Read a whole text file of the mount (they report no size). */
@@ -176,10 +206,10 @@ static int detect_machine(void)
         return 0;
     memset(&probe, 0, sizeof probe);
     probe.hwp_evctrargs.hwp_evctrl[0].hwperf_spec = HWPERF_CNTEN_U; /* cycles */
-    if (ioctl(fd, PIOCENEVCTRS, &probe) < 0)
+    if (self_ioctl(fd, PIOCENEVCTRS, &probe) < 0)
         return fail(errno, "cannot use the counters: %s", strerror(errno));
     parse_file_cpu(fd);
-    ioctl(fd, PIOCRELEVCTRS);
+    self_ioctl(fd, PIOCRELEVCTRS, NULL);
     if (cpu_type < 0)
         return fail(EIO, "hwperfd at %s did not report its CPU type", mount_point());
     return 0;
@@ -302,12 +332,12 @@ int start_counters(int e0, int e1)
     for (i = 0; i < n; i++)
         args.hwp_evctrargs.hwp_evctrl[slots[i]].hwperf_spec =
             (short)((hwp_ev[i] << HWPERF_EVSHIFT) | HWPERF_CNTEN_U);
-    gen = ioctl(fd, PIOCENEVCTRS, &args);
+    gen = self_ioctl(fd, PIOCENEVCTRS, &args);
     if (gen < 0 && errno == EBUSY) {
         /* "Calls to start_counters implicitly zero out the internal software
          * counters before starting them": start afresh. */
-        ioctl(fd, PIOCRELEVCTRS);
-        gen = ioctl(fd, PIOCENEVCTRS, &args);
+        self_ioctl(fd, PIOCRELEVCTRS, NULL);
+        gen = self_ioctl(fd, PIOCENEVCTRS, &args);
     }
     if (gen < 0)
         return fail(errno, "cannot start the counters: %s", strerror(errno));
@@ -346,12 +376,12 @@ int read_counters(int e0, long long *c0, int e1, long long *c1)
         memcpy(counts.hwp_evctr, fast, sizeof counts.hwp_evctr);
     } else {
         hwperfd_state_before_ioctl(&self_state);
-        gen = ioctl(fd, PIOCGETEVCTRS, &counts);
+        gen = self_ioctl(fd, PIOCGETEVCTRS, &counts);
         if (gen < 0)
             return fail(errno, "cannot read the counters: %s", strerror(errno));
     }
     hwperfd_state_close(&self_state); /* the release below ends the page */
-    ioctl(fd, PIOCRELEVCTRS); /* "read_counters implicitly stops the counters" */
+    self_ioctl(fd, PIOCRELEVCTRS, NULL); /* "read_counters implicitly stops the counters" */
     if (c0)
         *c0 = (long long)counts.hwp_evctr[slot_of(e0)];
     if (c1)

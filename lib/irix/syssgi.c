@@ -73,6 +73,7 @@
 #include <time.h>
 
 #include "../checked_copy.h" /* shared with the hwperfd-run shim */
+#include "../reconnect.h"
 
 #ifndef O_CLOEXEC
 #define O_CLOEXEC 0
@@ -103,22 +104,38 @@ open_control(void)
 	return fd;
 }
 
-/* One ioctl on the control node; keeps the ioctl's errno across close(). */
+/* One ioctl on the control node; keeps the ioctl's errno across close().
+ * A daemon found gone (ENOTCONN) is waited for, and the call repeated on
+ * the next one's control node (reconnect.h): a restart is only a pause. */
 static int
 control_ioctl(unsigned long cmd, void *arg)
 {
 	int fd, result, saved;
+	long long deadline = 0;
 
-	fd = open_control();
-	if (fd < 0)
-		return -1;
-	do {
-		result = ioctl(fd, cmd, arg);
-	} while (result < 0 && errno == EINTR);
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return result;
+	for (;;) {
+		fd = open_control();
+		if (fd >= 0) {
+			do {
+				result = ioctl(fd, cmd, arg);
+			} while (result < 0 && errno == EINTR);
+			saved = errno;
+			close(fd);
+			errno = saved;
+			if (result >= 0 || !hwperfd_lost_daemon(errno))
+				return result;
+		} else if (!hwperfd_lost_daemon(errno) && !(deadline && errno == ENOENT)) {
+			return -1;	/* ENOENT before any lost daemon: not mounted */
+		}
+		saved = errno;
+		if (deadline == 0)
+			deadline = hwperfd_reconnect_deadline();
+		if (deadline < 0 || hwperfd_now_ms() >= deadline) {
+			errno = saved == ENOENT ? ENOTCONN : saved;
+			return -1;
+		}
+		hwperfd_pause();
+	}
 }
 
 static int
