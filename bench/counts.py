@@ -104,6 +104,8 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=15)
     parser.add_argument("--interval", type=int, default=200)
     parser.add_argument("--runs", type=int, default=2)
+    if os.environ.get("HWPERFD_BENCH_QUICK") == "1":  # bench/run.py --quick: a smoke test
+        parser.set_defaults(reads=3, interval=50, runs=1)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hwperfd-bench-counts-"))
     program = work / "interval_loop"

@@ -84,6 +84,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-ms", type=int, default=0, help="CPU time per run (default: 20 periods, at least 300 ms)")
     parser.add_argument("--periods", default="1,10,100", help="periods in ms of CPU time at 2400 MHz")
+    if os.environ.get("HWPERFD_BENCH_QUICK") == "1":  # bench/run.py --quick: a smoke test
+        parser.set_defaults(cpu_ms=40, periods="1")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hwperfd-overflow-") as name:
         tmp = Path(name)

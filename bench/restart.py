@@ -161,6 +161,8 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
+    if os.environ.get("HWPERFD_BENCH_QUICK") == "1":  # bench/run.py --quick: a smoke test
+        parser.set_defaults(procs=50, calls=50, rounds=1)
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     if os.geteuid() != 0:

@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stormers", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=2)
+    if os.environ.get("HWPERFD_BENCH_QUICK") == "1":  # bench/run.py --quick: a smoke test
+        parser.set_defaults(stormers=2, seconds=1.0, rounds=1)
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bench/storm.py needs root", file=sys.stderr)
