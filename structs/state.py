@@ -4,7 +4,7 @@ and ``HWPERFD_PIOCSTATEPAGE``, which tells that process where its page is.
 
 A reader takes the page under its sequence counter (odd while the daemon
 writes), then, under the real clock, its own CPU time, and extrapolates each
-slot from the snapshot exactly as the daemon would (README, Self-monitoring):
+slot from the snapshot exactly as the daemon would (docs/state-pages.md):
 
     dt     = max(0, cpu clock - user_ns - system_ns)
     ds     = min((split_carry + dt * split_system) // (split_user + split_system),

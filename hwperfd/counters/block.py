@@ -49,7 +49,8 @@ class ControlBlock:
         self.counts = list(counts)
 
     def reprogram(self, request: CounterRequest) -> None:
-        """Take a new request without releasing (PIOCSETEVCTRL).
+        """Take a new request without releasing (HWPERF_SET_SYSEVCTRL; a
+        process's PIOCSETEVCTRL starts a fresh block instead).
 
         Slots whose control word and threshold are unchanged keep counting
         where they were; changed slots start again from zero.
