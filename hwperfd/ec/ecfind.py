@@ -18,8 +18,7 @@ usage: {USAGE}
 
 Report the processes whose event counters are enabled through their /proc
 file (perfex, libperfex, PAPI, ...): while any exist, ecadmin cannot enable
-the global counters.  A process that took system mode through /proc is
-listed too.
+the global counters.
 
 Default columns are those of ps -ef: UID PID PPID STIME TTY TIME CMD.
   -t   terse: PID and COMMAND only.
