@@ -339,6 +339,9 @@ def _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, noti
     return _measurement(pid, status, counting, summary, comm)
 
 
+_EXIT_LOOK_S = 0.1  # how long perfex waits for a signal before it looks for the command's exit itself
+
+
 def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice) -> tuple[str, str]:
     """Serve signals until the command exits; read its zombie's counts:
     (its text view, its name)."""
@@ -347,10 +350,16 @@ def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice) -> 
         # signals are taken: a SIGUSR1 or SIGUSR2 still pending at the exit
         # (perfex was slow to come here) is served first, as it came first.
         while True:
-            info = signal.sigwaitinfo(waited)
-            if info.si_signo == signal.SIGCHLD:
+            # A process-directed signal goes to any thread that does not block
+            # it: where the runner shares its process with other threads (a
+            # library user's, a test runner's), the command's SIGCHLD can be
+            # taken and discarded there.  So the exit is also looked for
+            # whenever no signal came for a while.
+            info = signal.sigtimedwait(waited, _EXIT_LOOK_S)
+            if info is None or info.si_signo == signal.SIGCHLD:
                 if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                     break
+                continue
             elif info.si_signo == signal.SIGUSR1:
                 try:
                     if counting.start():
