@@ -45,14 +45,27 @@ def real_mount(shared_tmp):
         yield mount
 
 
+# The bridge sends a read to the daemon while either netlink stream has news
+# (a fork or exit anywhere on the machine might change what the daemon would
+# answer), so on a machine where other processes fork, some reads of a batch
+# go to the daemon: right, not a miss.  A batch is retried until one meets a
+# quiet moment, and every read, wherever it was answered, must be exact.
+TRIES = 40
+
+
 def test_reads_after_the_first_are_answered_in_the_bridge_exactly(counters, manual_mount):
     gen = counters.enable({0: user(0), 16: user(9)})
     manual_mount.control(f"advance {os.getpid()} 2ms 1ms")
-    before = answered(manual_mount)
-    first = counters.read_ioctl()
-    reads = [counters.read_ioctl() for _ in range(50)]
-    assert answered(manual_mount) - before == 50
-    assert reads == [first] * 50 and first == (gen, first[1]) and first[1][0] == 2 * CYCLES_PER_MS
+    for _ in range(TRIES):
+        before = answered(manual_mount)
+        first = counters.read_ioctl()  # the daemon's (reading the control node had it look)
+        assert first == (gen, first[1]) and first[1][0] == 2 * CYCLES_PER_MS
+        reads = [counters.read_ioctl() for _ in range(50)]
+        assert reads == [first] * 50
+        if answered(manual_mount) - before == 50:
+            break
+    else:
+        pytest.fail(f"no batch of 50 reads answered wholly in the bridge in {TRIES} tries")
     manual_mount.control(f"advance {os.getpid()} 3ms")  # the daemon looks again: the next read is its own
     assert counters.read_ioctl()[1][0] == 5 * CYCLES_PER_MS
     assert counters.read_ioctl()[1][0] == 5 * CYCLES_PER_MS
@@ -85,10 +98,14 @@ def test_a_process_gone_is_esrch_not_its_last_page(manual_mount):
     try:
         pc = ProcessCounters(child.pid, mount=manual_mount.path)
         pc.enable({0: user(0)})
-        before = answered(manual_mount)
-        pc.read_ioctl()
-        pc.read_ioctl()
-        assert answered(manual_mount) > before  # root's reads of another's counters go fast too
+        for _ in range(TRIES):  # root's reads of another's counters go fast too
+            before = answered(manual_mount)
+            first = pc.read_ioctl()
+            assert pc.read_ioctl() == first
+            if answered(manual_mount) > before:
+                break
+        else:
+            pytest.fail(f"no read of another's counters answered in the bridge in {TRIES} tries")
     finally:
         child.kill()
         child.wait()
