@@ -193,7 +193,10 @@ class ProcessEvents(NetlinkSubscription[ProcessEvent]):
 
     Yields ForkEvent, ExecEvent and ExitEvent for every task (threads too:
     callers interested in processes keep pid == tgid), and Overrun when the
-    kernel had to drop events, after which the caller should rescan /proc.
+    kernel had to drop events, after which the caller should rescan /proc:
+    once it has emptied the queue (``drain_nowait``), for the kernel keeps
+    dropping events for an overrun socket until a read finds its queue
+    empty (netlink_rcv_wake), and says so only once.
     The iteration ends once the context is left.
 
     ``drain_nowait()`` returns every event the kernel has already sent,
