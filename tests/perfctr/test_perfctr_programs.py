@@ -9,9 +9,11 @@ profile (0.8 instructions per cycle).
 from __future__ import annotations
 
 import re
-import time
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -32,15 +34,27 @@ def fields(line: str) -> dict[str, int]:
     return {k: int(v, 0) for k, v in re.findall(r"(\w+)=(0x[0-9a-fA-F]+|\d+)", line)}
 
 
-def until(proc: subprocess.Popen, prefix: str, seen: list[str] | None = None) -> str:
-    """The next line that starts with ``prefix``; the lines read are added to ``seen``."""
+def until(proc: subprocess.Popen, prefix: str, seen: list[str] | None = None, timeout: float = 60) -> str:
+    """The next line that starts with ``prefix``; the lines read are added to ``seen``.
+
+    Past ``timeout`` seconds the program is killed, which ends its output: a
+    program that never prints the line fails the test, with what it printed,
+    instead of stalling the run."""
     assert proc.stdout is not None
     seen = [] if seen is None else seen
-    for line in proc.stdout:
-        seen.append(line)
-        if line.startswith(prefix):
-            return line
-    raise AssertionError(f"no {prefix!r} line in {''.join(seen)!r}; stderr {proc.stderr.read() if proc.stderr else ''}")
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith(prefix):
+                return line
+    finally:
+        timer.cancel()
+    late = f" within {timeout} s (killed)" if proc.poll() == -signal.SIGKILL else ""
+    raise AssertionError(
+        f"no {prefix!r} line{late} in {''.join(seen)!r}; stderr {proc.stderr.read() if proc.stderr else ''}"
+    )
 
 
 @pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
