@@ -81,6 +81,7 @@ int main(int argc, char **argv)
     char line[64];
     sigset_t block, old;
 
+    setvbuf(stdout, NULL, _IOLBF, 0);	/* a handler's complaint reaches a test that kills us */
     vperfctr = vperfctr_open();
     if (!vperfctr || vperfctr_info(vperfctr, &info) < 0) {
 	perror("vperfctr_open");
