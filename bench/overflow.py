@@ -84,9 +84,11 @@ def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int) -> 
     past = [int(r.split()[0]) for r in rows]
     late = [int(r.split()[1]) for r in rows]
     of_cpu = cpu_ns * MHZ / 1000 / period
-    return (f"{personality:8} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {counted // period:10d}"
-            f" {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
-            f" {statistics.median(late) / 1e3 if late else 0:9.1f} {pct(late, 0.99) / 1e3:9.1f}")
+    return (
+        f"{personality:8} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {counted // period:10d}"
+        f" {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
+        f" {statistics.median(late) / 1e3 if late else 0:9.1f} {pct(late, 0.99) / 1e3:9.1f}"
+    )
 
 
 @contextmanager
