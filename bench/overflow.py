@@ -19,6 +19,13 @@ time.  Per personality and period it prints:
   late     thread CPU time between the overflow and the handler (median,
            p99, us): the time the counters stood frozen, which "of cpu"
            loses to "of counted".
+
+Then four threads of one process, each on its own period (the periods
+given, and one longer than the run, which must get none), alone and beside
+a CPU-bound process on every CPU (tests/overflow/four_threads.c): per
+thread, signals against the CPU time's and the counted cycles' worth, and
+signals that reached a thread that did not overflow ("foreign", with the
+main thread's "stray").
 """
 
 from __future__ import annotations
@@ -30,18 +37,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MHZ = 2400
 
 
-def build(tmp: Path) -> Path:
+def build(tmp: Path, source: Path) -> Path:
     subprocess.run(["make", "-s", "-C", str(ROOT / "lib")], check=True)
-    out = tmp / "overflow_client"
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", f"-I{ROOT / 'include'}", "-o", str(out),
-                    str(ROOT / "bench" / "overflow_client.c"), str(ROOT / "lib" / "libperfctr.a"),
-                    str(ROOT / "lib" / "libcpc.a"), "-lpthread"], check=True)  # fmt: skip
+    out = tmp / source.stem
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", f"-I{ROOT / 'include'}", "-o", str(out), str(source),
+                    str(ROOT / "lib" / "libperfctr.a"), str(ROOT / "lib" / "libcpc.a"), "-lpthread"],
+                   check=True)  # fmt: skip
     return out
 
 
@@ -75,21 +84,52 @@ def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int) -> 
     past = [int(r.split()[0]) for r in rows]
     late = [int(r.split()[1]) for r in rows]
     of_cpu = cpu_ns * MHZ / 1000 / period
-    return (f"{personality:8} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {counted // period:10d}"
-            f" {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
-            f" {statistics.median(late) / 1e3 if late else 0:9.1f} {pct(late, 0.99) / 1e3:9.1f}")
+    return (
+        f"{personality:8} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {counted // period:10d}"
+        f" {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
+        f" {statistics.median(late) / 1e3 if late else 0:9.1f} {pct(late, 0.99) / 1e3:9.1f}"
+    )
+
+
+@contextmanager
+def cpu_bound_on_every_cpu(on: bool) -> Iterator[None]:
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range((os.cpu_count() or 1) if on else 0)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def run_threads(client: Path, mnt: Path, personality: str, periods: list[int], cpu_ms: int, busy: bool) -> list[str]:
+    with cpu_bound_on_every_cpu(busy):
+        done = subprocess.run([str(client), personality, str(cpu_ms), *map(str, periods)], capture_output=True,
+                              text=True, env={**os.environ, "HWPERFD_MOUNT": str(mnt)}, timeout=600)  # fmt: skip
+    label = f"{personality}{'+busy' if busy else ''}"
+    if done.returncode:
+        return [f"{label:13} failed: {done.stderr.strip()}"]
+    *rows, tail = (dict(kv.split("=") for kv in line.split()) for line in done.stdout.splitlines())
+    out = []
+    for row in rows:
+        period, signals, counted = int(row["period"]), int(row["signals"]), int(row["sum"])
+        out.append(f"{label:13} {period / MHZ / 1000:8.1f} ms {signals:7d} {cpu_ms * MHZ * 1000 / period:9.1f}"
+                   f" {counted // period:10d} {row['foreign']:>7} {tail['stray']:>5}")  # fmt: skip
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-ms", type=int, default=0, help="CPU time per run (default: 20 periods, at least 300 ms)")
     parser.add_argument("--periods", default="1,10,100", help="periods in ms of CPU time at 2400 MHz")
+    parser.add_argument("--threads", default="1,2,5", help="three threads' periods in ms (a fourth never overflows)")
     if os.environ.get("HWPERFD_BENCH_QUICK") == "1":  # bench/run.py --quick: a smoke test
         parser.set_defaults(cpu_ms=40, periods="1")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hwperfd-overflow-") as name:
         tmp = Path(name)
-        client = build(tmp)
+        client = build(tmp, ROOT / "bench" / "overflow_client.c")
+        threads = build(tmp, ROOT / "tests" / "overflow" / "four_threads.c")
         daemon, mnt = mount(tmp)
         try:
             print(f"hwperfd real clock, intel {MHZ} MHz; load average {os.getloadavg()[0]:.1f}")
@@ -100,6 +140,14 @@ def main() -> None:
                 cpu_ms = args.cpu_ms or max(300, int(20 * ms))
                 for personality in ("perfctr", "cpc"):
                     print(run(client, mnt, personality, period, cpu_ms), flush=True)
+            periods = [int(float(p) * MHZ * 1000) for p in args.threads.split(",")]
+            cpu_ms = args.cpu_ms or max(300, int(20 * max(periods) / MHZ / 1000))
+            periods.append(2**31 - 1)  # perfctr's longest ireset: longer than the run, never overflows
+            print(f"four threads, {cpu_ms} ms of CPU time each")
+            print(f"{'':13} {'period':>11} {'signals':>7} {'of cpu':>9} {'of counted':>10} {'foreign':>7} {'stray':>5}")
+            for busy in (False, True):
+                for personality in ("perfctr", "cpc"):
+                    print("\n".join(run_threads(threads, mnt, personality, periods, cpu_ms, busy)), flush=True)
         finally:
             daemon.terminate()
             daemon.wait(timeout=30)

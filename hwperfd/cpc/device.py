@@ -142,10 +142,13 @@ class CpcDevice:
         may_control: Callable[[int, int, int, int], bool],
         signal: Callable[[Signal], None] = lambda owed: None,
         deliver: Callable[[int, int], bool] = lambda pid, tid: False,
+        pending: Callable[[int, int, int], bool] = lambda pid, tid, sig: False,
     ) -> None:
-        """``deliver(pid, tid)`` sends what is owed to that thread now; True if a signal went."""
+        """``deliver(pid, tid)`` sends what is owed to that thread now; True if a signal went.
+        ``pending(pid, tid, sig)``: whether ``sig`` is pending for that thread."""
         self.cpus = cpus
         self._deliver = deliver
+        self._pending = pending
         self.model = cpus.model
         self.clock = clock
         self.threads = threads
@@ -225,8 +228,11 @@ class CpcDevice:
         """Before a call of an LWP on its own set takes effect: True when an
         overflow froze the set and its SIGEMT has not gone yet (it goes now;
         the call answers EINTR, and libcpc makes it again once the handler
-        ran).  The retry takes effect whatever happened since, so a period
-        shorter than the round trip cannot hold the LWP in a loop."""
+        ran).  The same when the SIGEMT went before the call reached the
+        daemon but the LWP has not taken it (its carrier still pending: it
+        came while the call was on its way).  The retry takes effect whatever
+        happened since, so a period shorter than the round trip cannot hold
+        the LWP in a loop."""
         if self.threads is None or io.ci_target in (abi.HWPERFD_CPC_CPU, abi.HWPERFD_CPC_PCTX):
             return False
         ctx = self.threads.get(SERVICE, caller.tid)
@@ -237,7 +243,9 @@ class CpcDevice:
             binding.deferred = 0
             return False
         self.catch_up(ctx)
-        if not self._deliver(ctx.pid, ctx.tid):
+        if not self._deliver(ctx.pid, ctx.tid) and not (
+            binding.set.frozen and self._pending(ctx.pid, ctx.tid, abi.HWPERFD_CPC_SIGCARRIER)
+        ):
             return False
         binding.deferred = cmd
         return True

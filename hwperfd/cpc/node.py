@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hwperfd.cpc.device import Caller, CpcDevice
-from hwperfd.host import processes
+from hwperfd.host import processes, tasks
 from hwperfd.node import Call, Changed, Mount
 from structs import cpc as abi
 
@@ -18,7 +18,7 @@ class CpcNode:
         self.device = CpcDevice(kernel.cpus, mount.clock, mount.threads, profile=lambda: kernel.default_profile,
                                 tgid_of=processes.thread_group, thread_start=processes.read_thread_start,
                                 process_start=processes.read_start, may_control=mount.may_control,
-                                signal=mount.signal, deliver=mount.deliver)  # fmt: skip
+                                signal=mount.signal, deliver=mount.deliver, pending=tasks.signal_pending)  # fmt: skip
 
     def ioctl(self, call: Call, changed: Changed) -> tuple[int, bytes]:
         reply = self.device(call.cmd, call.data, Caller(call.pid, call.uid, call.gid, call.fh))

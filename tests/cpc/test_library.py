@@ -7,8 +7,11 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import signal
 import stat
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -289,6 +292,47 @@ def test_a_bind_reads_only_the_sets_requests_and_a_sample_answers_the_rest_uncha
         fcntl.ioctl(fd, abi.HWPERFD_CPCIO_RELE, raw)
     finally:
         os.close(fd)
+
+
+def _pending(sig: int) -> bool:
+    with open(f"/proc/self/task/{threading.get_native_id()}/status") as f:
+        return any(line.startswith("SigPnd:") and int(line.split()[1], 16) >> (sig - 1) & 1 for line in f)
+
+
+def test_a_call_made_while_its_overflows_sigemt_is_on_its_way_is_eintr_and_its_retry_takes_effect(intel):
+    """The carrier of an overflow's SIGEMT went before the LWP's call reached
+    the daemon, and the LWP has not taken it yet (here blocked; in a program,
+    it came while the call was on its way): the call answers EINTR, so the
+    handler runs before the call takes effect, and the same call made again
+    takes effect."""
+    req = dict(cr_event="INST_RET", cr_preset=PRESET, cr_flags=abi.CPC_COUNT_USER | abi.CPC_OVF_NOTIFY_EMT,
+               cr_nattrs=0, cr_attr=[dict(ka_name="", ka_val=0)] * abi.HWPERFD_CPC_MAXATTRS)  # fmt: skip
+    io = dict(ci_error=0, ci_subcode=0, ci_target=abi.HWPERFD_CPC_LWP, ci_flags=0, ci_pid=0, ci_id=0, ci_index=0,
+              ci_nreqs=1, ci_preset=0, ci_hrtime=0, ci_tick=0, ci_data=[0] * abi.HWPERFD_CPC_MAXREQS,
+              ci_req=[req] * abi.HWPERFD_CPC_MAXREQS)  # fmt: skip
+    raw = bytearray(abi.cpc_io.build(io))
+    carrier = abi.HWPERFD_CPC_SIGCARRIER
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {carrier})
+    fd = os.open(intel.path / "cpc", os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_BIND, raw)
+        assert abi.cpc_io_head.parse(bytes(raw)).ci_error == 0
+        intel.control(f"advance-thread {threading.get_native_id()} 1ms")
+        deadline = time.monotonic() + 10
+        while not _pending(carrier):
+            assert time.monotonic() < deadline, "the overflow's carrier never came"
+            time.sleep(0.01)
+        with pytest.raises(InterruptedError):
+            fcntl.ioctl(fd, abi.HWPERFD_CPCIO_SAMPLE, raw)
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_SAMPLE, raw)  # the retry: taken, the carrier still pending
+        out = abi.cpc_io_head.parse(bytes(raw))
+        assert (out.ci_error, out.ci_data[0]) == (0, 0)  # frozen at the wrap
+        assert signal.sigtimedwait({carrier}, 0) is not None  # taken, as the handler would
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_RELE, raw)
+    finally:
+        os.close(fd)
+        signal.sigtimedwait({carrier}, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def test_a_name_that_only_begins_with_a_number_is_no_raw_code(sparc, driver):

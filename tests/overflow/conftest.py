@@ -1,0 +1,34 @@
+"""A real-clock mount and the multi-threaded samplers (tests/overflow/*.c),
+linked with libperfctr and libcpc, where any user can run them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, running_hwperfd
+
+HERE = Path(__file__).resolve().parent
+MHZ = 1000  # 1 ms of CPU time = 1 000 000 cycles
+
+
+@pytest.fixture(scope="session")
+def four_threads(shared_tmp) -> Path:
+    subprocess.run(["make", "-s", "-C", str(ROOT / "lib")], check=True)
+    out = shared_tmp / "overflow-bin"
+    out.mkdir(mode=0o755, exist_ok=True)
+    target = out / "four_threads"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", "-o", str(target),
+                    str(HERE / "four_threads.c"), str(ROOT / "lib" / "libperfctr.a"), str(ROOT / "lib" / "libcpc.a"),
+                    "-pthread"], check=True)  # fmt: skip
+    return target
+
+
+@pytest.fixture(scope="session")
+def intel_real(shared_tmp):
+    """Two Core 2 CPUs at 1000 MHz on the real clock: threads count their real CPU time."""
+    with running_hwperfd(shared_tmp / "mnt-overflow-real", shared_tmp / "hwperfd-overflow-real.log", "--cpus", "2",
+                         "--cpu-type", "intel", "--mhz", str(MHZ)) as m:  # fmt: skip
+        yield m
