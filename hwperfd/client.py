@@ -175,7 +175,12 @@ class _MountFile:
             while True:
                 if deadline is None or time.monotonic() >= deadline:
                     raise
-                self._reopen(deadline)
+                try:
+                    self._reopen(deadline)
+                except OSError as reopen:
+                    if reopen.errno == errno.ENOENT or reopen.errno in _LOST_DAEMON:
+                        raise exc from None  # still no daemon: the call's own answer stands (lib/reconnect.h)
+                    raise
                 try:
                     return self._ioctl_once(cmd, arg)
                 except OSError as again:

@@ -28,12 +28,12 @@
 typedef int (*hwperfd_open_fn)(const char *, int, ...);
 
 /* The daemon behind this errno is gone, or going: the call is worth repeating. */
-static inline int hwperfd_lost_daemon(int err)
+static __inline__ int hwperfd_lost_daemon(int err)
 {
     return err == ENOTCONN || err == ECONNABORTED;
 }
 
-static inline long long hwperfd_now_ms(void)
+static __inline__ long long hwperfd_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -41,7 +41,7 @@ static inline long long hwperfd_now_ms(void)
 }
 
 /* When to give up waiting for a new daemon, from now (-1: do not wait). */
-static inline long long hwperfd_reconnect_deadline(void)
+static __inline__ long long hwperfd_reconnect_deadline(void)
 {
     const char *s = getenv("HWPERFD_RECONNECT_MS");
     long long ms = 30000;
@@ -56,7 +56,7 @@ static inline long long hwperfd_reconnect_deadline(void)
 
 /* Whether the folder `path` is in is not (yet) a FUSE mount: an ENOENT
  * there means the mount is being replaced, not that the file is absent. */
-static inline int hwperfd_remounting(const char *path)
+static __inline__ int hwperfd_remounting(const char *path)
 {
     char dir[4096];
     struct statfs st;
@@ -72,7 +72,7 @@ static inline int hwperfd_remounting(const char *path)
     return st.f_type != HWPERFD_FUSE_MAGIC;
 }
 
-static inline void hwperfd_pause(void)
+static __inline__ void hwperfd_pause(void)
 {
     struct timespec pause = {0, HWPERFD_RECONNECT_PAUSE_NS};
     nanosleep(&pause, NULL);
@@ -81,7 +81,7 @@ static inline void hwperfd_pause(void)
 /* Open `path` again onto descriptor `fd` (its number and close-on-exec
  * kept), waiting until `deadline` while a new daemon mounts.  0, or -1 with
  * errno. */
-static inline int hwperfd_reopen(int fd, const char *path, int flags, long long deadline, hwperfd_open_fn open_fn)
+static __inline__ int hwperfd_reopen(int fd, const char *path, int flags, long long deadline, hwperfd_open_fn open_fn)
 {
     int cloexec = fcntl(fd, F_GETFD);
 
@@ -116,7 +116,7 @@ static inline int hwperfd_reopen(int fd, const char *path, int flags, long long 
  * `path` with `flags`: if the daemon was lost, wait for the next one, open
  * again and repeat the call (`again(fd, context)`) until it answers or the
  * deadline passes.  Returns the last answer, errno as it left it. */
-static inline int hwperfd_ride_out(int rc, int fd, const char *path, int flags, hwperfd_open_fn open_fn,
+static __inline__ int hwperfd_ride_out(int rc, int fd, const char *path, int flags, hwperfd_open_fn open_fn,
                                    int (*again)(int fd, void *context), void *context)
 {
     long long deadline;

@@ -278,7 +278,10 @@ def test_killing_counted_processes_leaves_a_consistent_state(kill_mount, shared_
     assert figures.total_crashes == 0
 
 
-def test_sigterm_with_files_open_and_calls_in_flight_unmounts_cleanly(shared_tmp):
+def test_sigterm_with_files_open_and_calls_in_flight_unmounts_cleanly(shared_tmp, monkeypatch):
+    # A daemon stopped for good: clients wait this long for another to mount
+    # (docs/restart.md), then answer the call's own errno.
+    monkeypatch.setenv("HWPERFD_RECONNECT_MS", "300")
     figures = Figures("kill: SIGTERM to the daemon with files open")
     mount = fresh_mount(shared_tmp, "sigterm")
     sleeper = subprocess.Popen(["sleep", "60"])
