@@ -59,10 +59,11 @@ def test_user_cycles_are_wait4s_user_time(spin, real_mount, ms):
     runs = [measured(spin, real_mount, ms) for _ in range(5)]
     for counted, utime, _ in runs:
         assert abs(counted - utime) <= TICK_NS, runs
-    if ms >= 15:
-        # (A 1 ms program's exit takes a tenth of its time or more: what of it
-        # runs after the daemon took the exit may be missed, within the tick.)
-        assert sum(abs(counted - utime) <= SLACK_NS for counted, utime, _ in runs) >= 3, runs
+    # Within the tick, not exactly: the exit settles to wait4's split unless
+    # a kernel tick sample lands in the part of the exit after its taskstats
+    # record is made (wait4 counts it, no record carries it), which missed
+    # it in all five runs of a 150 ms program one time in eight.  For a
+    # 1 ms program what of the exit runs after the daemon took it may be missed.
 
 
 def test_exception_level_adds_its_share_of_wait4s_system_time(spin, real_mount):
