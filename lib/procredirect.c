@@ -102,12 +102,14 @@ static struct tracked {
 static int real_open_any(const char *path, int flags, ...);
 
 /* After an open: remember the path of a file of the mount (a redirected
- * one, or one named under the mount), forget whatever `fd` was before. */
+ * one, or one named under the mount), forget whatever `fd` was before.
+ * errno is the open's own answer: kept. */
 static void track(int fd, const char *path, int flags, int redirected)
 {
     const char *m = mount_point();
     size_t n = strlen(m);
     char *copy = NULL, *old;
+    int saved = errno;
 
     if (fd < 0 || fd >= TRACKED_FDS)
         return;
@@ -116,6 +118,7 @@ static void track(int fd, const char *path, int flags, int redirected)
     old = __atomic_exchange_n(&tracked[fd].path, copy, __ATOMIC_ACQ_REL);
     tracked[fd].flags = flags;
     free(old);
+    errno = saved;
 }
 
 #define MODE_ARG(flags, mode)                                                  \
@@ -140,11 +143,8 @@ static void track(int fd, const char *path, int flags, int redirected)
         if (!real)                                                             \
             real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, #name);   \
         fd = real(to ? to : path, flags, mode);                                \
-        if (fd >= 0) {                                                         \
-            int saved = errno;                                                 \
+        if (fd >= 0)                                                           \
             track(fd, to ? to : path, flags, to != NULL);                      \
-            errno = saved;                                                     \
-        }                                                                      \
         return fd;                                                             \
     }
 
@@ -163,11 +163,8 @@ WRAP_OPEN(open64)
         if (!real)                                                             \
             real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, #name); \
         fd = real(dirfd, to ? to : path, flags, mode);                         \
-        if (fd >= 0 && (to != NULL || path[0] == '/')) {     \
-            int saved = errno;                                                 \
+        if (fd >= 0 && (to != NULL || path[0] == '/'))                         \
             track(fd, to ? to : path, flags, to != NULL);                      \
-            errno = saved;                                                     \
-        }                                                                      \
         return fd;                                                             \
     }
 
@@ -185,11 +182,8 @@ WRAP_OPENAT(openat64)
         if (!real)                                                             \
             real = (int (*)(const char *, int))dlsym(RTLD_NEXT, #name);        \
         fd = real(to ? to : path, flags);                                      \
-        if (fd >= 0) {                                                         \
-            int saved = errno;                                                 \
+        if (fd >= 0)                                                           \
             track(fd, to ? to : path, flags, to != NULL);                      \
-            errno = saved;                                                     \
-        }                                                                      \
         return fd;                                                             \
     }
 
