@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from typing import Callable, NamedTuple
 
-from hwperfd.host import processes
+from hwperfd.host import processes, taskstats
 from hwperfd.host.attribution import SHARE_ONE, Attribution
 
 CpuTimes = tuple[int, int]
@@ -145,9 +145,11 @@ class RealClock:
             att = entry[1]
             if zombie:
                 # Its stat is final: wait4 will report a system time within
-                # the tick stat truncated it to, reached as far as what was
-                # counted allows, before any exit record.
-                system = _within_tick(att.at(total)[1], stime, total)
+                # the tick stat truncated it to (the kernel's own split, when
+                # it tells it), reached as far as what was counted allows,
+                # before any exit record.
+                split = _zombie_split(key, total) if read_ticks is processes.read_cpu_ticks_state else None
+                system = _within_tick(att.at(total)[1] if split is None else split[1], stime, total)
                 att.settle(total, (total - system, system))
                 atts[key] = (now, att)
                 return att.last
@@ -179,16 +181,21 @@ class RealClock:
             self.forget(pid)
             return self.process_times(pid)
         total = final[0] + final[1]
-        if info is not None:
+        clock = processes.read_cpu_total(pid) if info is not None else None
+        if clock:
             # A zombie's CPU clock is final and exact, the rest of its exit
-            # included, which its exit record (made earlier) is not.
-            total = max(total, processes.read_cpu_total(pid) or 0)
+            # included, which its exit record (made earlier) is not; and the
+            # record's run time may be an estimate above it (elapsed time
+            # less run-queue waits counts a VM's stolen time too).
+            total = clock
         target = _scaled(final, total)
         ticks = processes.read_cpu_ticks_state(pid) if info is not None else None
         if ticks is not None and ticks[2]:
-            # The exit record's split (made before the rest of the exit) put
-            # within the tick of the zombie's stat, which wait4 reports.
-            system = _within_tick(target[1], ticks[1], total)
+            # A tick may land in the rest of the exit, after the record: the
+            # zombie's own accounting has it (wait4 reports that split), put
+            # within the tick of the zombie's stat.
+            split = _zombie_split(pid, total)
+            system = _within_tick(target[1] if split is None else split[1], ticks[1], total)
             target = (total - system, system)
         entry = self._atts.get(pid)
         if entry is None:
@@ -325,6 +332,21 @@ class PageLine(NamedTuple):
 def _running(ticks: tuple[int, int] | None) -> tuple[int, int, bool] | None:
     """A thread's ticks, as a process's are read (a thread is no zombie)."""
     return None if ticks is None else (ticks[0], ticks[1], False)
+
+
+def _zombie_split(pid: int, total: int) -> CpuTimes | None:
+    """The split wait4 will report for zombie ``pid`` of ``total`` ns: its
+    tick samples to the microsecond (taskstats; stat truncates them to
+    USER_HZ ticks) dividing its exact run time as the kernel's
+    cputime_adjust() does.  Only for a process that never had a second
+    thread: the zombie leader's record is then the whole process's."""
+    group = taskstats.group_record(pid)
+    if group is None or group.total_ns:
+        return None
+    task = taskstats.task_record(pid)
+    if task is None:
+        return None
+    return taskstats.adjusted_split(task.user_ns, task.system_ns, total)
 
 
 def _within_tick(system: int, stime: int, total: int) -> int:

@@ -219,7 +219,7 @@ def list_pids() -> list[int]:
 
 def read_start(pid: int) -> int | None:
     """The start time (ns since boot) of the process at ``pid``, or None."""
-    return _start_in(f"{PROC}/{pid}/stat")
+    return _start_in(f"{PROC}/{pid}/task/{pid}/stat")  # the process's own stat moves wait4's floor
 
 
 def _start_in(stat_path: str) -> int | None:
@@ -378,7 +378,10 @@ def read_process(pid: int) -> ProcessInfo | None:
         _gone(exc)
         return None
     try:
-        comm, st = _split_stat(_read("stat", dfd))
+        # The leader thread's stat has every field used here, and reading it,
+        # unlike the process's, leaves what wait4 will report alone
+        # (read_cpu_ticks_state).
+        comm, st = _split_stat(_read(f"task/{pid}/stat", dfd))
         ids = _status_fields(_read("status", dfd), b"Uid", b"Gid")
         owner = os.fstat(dfd)
         euid, egid = int(ids[b"Uid"][1]), int(ids[b"Gid"][1])
@@ -520,14 +523,25 @@ def read_cpu_total(pid: int) -> int | None:
 def read_cpu_ticks(pid: int) -> tuple[int, int] | None:
     """stat's (utime, stime) in clock ticks, or None if gone: the only place
     Linux splits user from system time, and it moves a tick at a time."""
-    return _ticks_in(f"{PROC}/{pid}/stat")
+    ticks = read_cpu_ticks_state(pid)
+    return None if ticks is None else ticks[:2]
 
 
 def read_cpu_ticks_state(pid: int) -> tuple[int, int, bool] | None:
     """stat's (utime, stime) in clock ticks and whether ``pid`` is a zombie,
     or None if gone.  A zombie's are the split wait4 will report (both come
-    from the kernel's thread_group_cputime_adjusted)."""
+    from the kernel's thread_group_cputime_adjusted).
+
+    A live process of one thread is read through its thread's stat: the
+    process's own stat moves the floor (signal_struct.prev_cputime) that
+    wait4 will later hold its split to, so a read mid-run would change what
+    wait4 reports (kernel/sched/cputime.c, cputime_adjust); the thread's
+    stat keeps a floor of its own (task_struct.prev_cputime).
+    """
     try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/task/{pid}/stat"))
+        if st[_STATE] != b"Z" and st[_NUM_THREADS] == b"1":
+            return int(st[_UTIME]), int(st[_STIME]), False
         _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
         return int(st[_UTIME]), int(st[_STIME]), st[_STATE] == b"Z"
     except OSError as exc:

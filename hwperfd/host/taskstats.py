@@ -83,6 +83,7 @@ import os
 import select
 import socket as _stdlib_socket
 import struct
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -655,3 +656,82 @@ def available() -> bool:
     with raw:
         _deregister(raw, family, mask, next(seq))
     return True
+
+
+# --------------------------------------------------------------------------
+# asking for one task's record
+
+
+TASKSTATS_CMD_ATTR_PID = 1
+TASKSTATS_CMD_ATTR_TGID = 2
+
+
+class _Asker:
+    """One generic netlink socket kept for TASKSTATS_CMD_GET by pid.  The
+    kernel answers in the sender's own system call, so an answer is read
+    right after sendto(); a lock keeps worker threads' requests apart."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: _stdlib_socket.socket | None = None
+        self._family = 0
+        self._seq = 0
+
+    def ask(self, pid: int, attr: int) -> TaskExit | None:
+        with self._lock:
+            try:
+                if self._sock is None:
+                    sock = _open_socket(_RECV_SIZE * 4)
+                    try:
+                        self._family = _resolve_family(sock, deque(), 1)
+                    except BaseException:
+                        sock.close()
+                        raise
+                    self._sock = sock
+                self._seq += 1
+                body = _request(self._family, TASKSTATS_CMD_GET, _attr(attr, _U32.pack(pid)), self._seq)
+                self._sock.sendto(body, (0, 0))
+                return self._answer(pid)
+            except (OSError, TimeoutError):
+                return None
+
+    def _answer(self, pid: int) -> TaskExit | None:
+        assert self._sock is not None
+        deadline = time.monotonic() + _ACK_TIMEOUT
+        while True:
+            try:
+                data, (sender, _groups) = self._sock.recvfrom(_RECV_SIZE, _stdlib_socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                select.select([self._sock], [], [], left)
+                continue
+            if sender != 0:
+                continue
+            batch: deque = deque()
+            _parse(data, self._family, batch)
+            for item in batch:
+                if isinstance(item, tuple) and item[0] == "ack" and item[1] == self._seq and item[2] != 0:
+                    return None  # ESRCH: gone (reaped) by now
+                if isinstance(item, TaskExit) and item.pid == pid:
+                    return item
+
+
+_asker = _Asker()
+
+
+def task_record(pid: int) -> TaskExit | None:
+    """The kernel's accounting of task ``pid`` now (a zombie's is its last):
+    ac_utime/ac_stime as tick samples to the microsecond, which a zombie's
+    /proc stat (in USER_HZ clock ticks) truncates; None if it is gone or
+    the kernel refuses (root only: GENL_ADMIN_PERM)."""
+    return _asker.ask(pid, TASKSTATS_CMD_ATTR_PID)
+
+
+def group_record(pid: int) -> TaskExit | None:
+    """The kernel's aggregate for process ``pid`` (TASKSTATS_CMD_ATTR_TGID):
+    zero CPU times for a process that never had a second thread (the kernel
+    keeps no aggregate for it, and skips exited threads), else the sum of
+    its threads' records; None if it is gone or the kernel refuses."""
+    return _asker.ask(pid, TASKSTATS_CMD_ATTR_TGID)

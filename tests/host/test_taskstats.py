@@ -560,3 +560,51 @@ def test_records_of_processes_the_connector_has_not_ended_wait_a_round() -> None
     now, held = ts.announced([told, thread, early, lost, old_kernel], {10, 11, 14})
     assert now == [told, thread, lost, old_kernel]
     assert held == [early]
+
+
+_SPIN_THEN_THREAD_C = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+static void *idle(void *arg) { return arg; }
+int main(int argc, char **argv)
+{
+    struct timespec ts;
+    volatile unsigned long x = 0;
+    if (argc > 1) {
+        pthread_t t;
+        pthread_create(&t, 0, idle, 0);
+        pthread_join(t, 0);
+    }
+    do {
+        for (int i = 0; i < 20000; i++)
+            x += i;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    } while (ts.tv_nsec < 15000000);
+    return 0;
+}
+"""
+
+
+@live
+def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path) -> None:
+    """A zombie's per-task record (tick samples to the microsecond) divides
+    its CPU clock as wait4 then reports it; a process that never had a
+    second thread has no aggregate, one that had has."""
+    src = tmp_path / "spin.c"
+    src.write_text(_SPIN_THEN_THREAD_C)
+    binary = tmp_path / "spin"
+    subprocess.run([CC, "-O2", "-pthread", "-o", str(binary), str(src)], check=True)
+    for argv, threaded in (([str(binary)], False), ([str(binary), "thread"], True)):
+        for _ in range(3):
+            child = subprocess.Popen(argv)
+            os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+            total = time.clock_gettime_ns((~child.pid << 3) | 2)
+            task, group = ts.task_record(child.pid), ts.group_record(child.pid)
+            usage = os.wait4(child.pid, 0)[2]
+            assert task is not None and group is not None
+            assert bool(group.total_ns) is threaded
+            user, system = ts.adjusted_split(task.user_ns, task.system_ns, total)
+            assert abs(user - round(usage.ru_utime * 1e9)) <= 20_000
+            assert abs(system - round(usage.ru_stime * 1e9)) <= 20_000
+    assert ts.task_record(child.pid) is None  # reaped: gone

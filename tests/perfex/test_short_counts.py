@@ -21,13 +21,10 @@ from tests.conftest import running_hwperfd
 
 HERE = Path(__file__).parent
 MHZ = 200
-# wait4 reports microseconds; the exit record the daemon settles on is the
-# kernel's own division of the same samples, scaled to the exact total.
+# wait4 reports microseconds; the zombie's split the daemon settles on is
+# the kernel's own (taskstats' tick samples dividing the exact run time),
+# and what runs of the exit after the daemon took it is a few microseconds.
 SLACK_NS = 50_000
-# ... save a tick sample that lands in the rest of the exit, after the
-# record is made (do_exit: taskstats_exit, then exit_mm ...): wait4 counts
-# it, no record carries it.  That moves up to one tick between user and system.
-TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 @pytest.fixture(scope="module")
@@ -58,16 +55,10 @@ def measured(spin, mount, ms, mode=structs.HWPERF_CNTEN_U):
 def test_user_cycles_are_wait4s_user_time(spin, real_mount, ms):
     runs = [measured(spin, real_mount, ms) for _ in range(5)]
     for counted, utime, _ in runs:
-        assert abs(counted - utime) <= TICK_NS, runs
-    # Within the tick, not exactly: the exit settles to wait4's split unless
-    # a kernel tick sample lands in the part of the exit after its taskstats
-    # record is made (wait4 counts it, no record carries it), which missed
-    # it in all five runs of a 150 ms program one time in eight.  For a
-    # 1 ms program what of the exit runs after the daemon took it may be missed.
+        assert abs(counted - utime) <= SLACK_NS, runs
 
 
 def test_exception_level_adds_its_share_of_wait4s_system_time(spin, real_mount):
-    runs = [measured(spin, real_mount, 15, structs.HWPERF_CNTEN_U | structs.HWPERF_CNTEN_E) for _ in range(3)]
+    runs = [measured(spin, real_mount, 15, structs.HWPERF_CNTEN_U | structs.HWPERF_CNTEN_E) for _ in range(5)]
     for counted, utime, stime in runs:
-        assert abs(counted - utime - stime / 10) <= TICK_NS, runs
-    assert sum(abs(counted - utime - stime / 10) <= SLACK_NS for counted, utime, stime in runs) >= 2, runs
+        assert abs(counted - utime - stime / 10) <= SLACK_NS, runs
