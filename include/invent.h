@@ -40,8 +40,21 @@ typedef struct inventory_s {
 #define INV_CPUCHIP	2
 #define INV_FPUCHIP	3
 
-/* cpu board states */
+/* cpu board states (IRIX 6.5 <sys/invent.h>; hwperfd reports INV_IP27BOARD,
+   programs such as PAPI's IRIX substrate name every board in a switch) */
+#define INV_IP20BOARD	10
+#define INV_IP19BOARD	11
+#define INV_IP22BOARD	12
+#define INV_IP21BOARD	13
+#define INV_IP26BOARD	14
+#define INV_IP25BOARD	15
+#define INV_IP30BOARD	16
+#define INV_IP28BOARD	17
+#define INV_IP32BOARD	18
 #define INV_IP27BOARD	19
+#define INV_IPMHSIMBOARD 20
+#define INV_IP33BOARD	21
+#define INV_IP35BOARD	22
 
 /* types for class memory; states are sizes in bytes */
 #define INV_DCACHE	3

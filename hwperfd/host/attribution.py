@@ -97,7 +97,9 @@ class Attribution:
         ds = self.last[1] - self.system_ns
         if ds < self.room:  # not capped: the fraction of a ns goes on
             self.carry = (self.carry + dt * self.share) % SHARE_ONE
-        self.room -= ds
+        # An exit's split (``settle``) may take more system time than the
+        # room left: none is left then, not a negative amount.
+        self.room = max(0, self.room - ds)
         self.user_ns, self.system_ns = self.last
 
     def look(self, ticks: tuple[int, int], tick_ns: int) -> None:

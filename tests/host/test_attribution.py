@@ -109,3 +109,16 @@ def test_at_exit_the_kernels_split_is_reached():
     att.look((5, 0), TICK)
     assert att.settle(80 * MS, (70 * MS, 10 * MS)) == (70 * MS, 10 * MS)
     assert att.settle(80 * MS, (40 * MS, 40 * MS)) == (70 * MS, 10 * MS)  # already settled
+
+
+def test_an_exit_split_past_the_room_leaves_none_not_a_negative_room():
+    """settle() may take more system time than stat had reported (the
+    kernel's exit split); the room a state page shows after it is 0, which
+    its unsigned field can hold (a negative one stopped the daemon)."""
+    att = Attribution.start(0, (0, 0), TICK)
+    att.at(30 * MS)
+    att.look((3, 0), TICK)  # stat: no system time yet, no room
+    att.settle(40 * MS, (30 * MS, 10 * MS))
+    att.rebase()
+    assert att.room == 0
+    assert att.at(50 * MS) == (30 * MS + 10 * MS, 10 * MS)
