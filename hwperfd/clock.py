@@ -27,6 +27,7 @@ class ManualClock:
         self._processes: dict[int, CpuTimes] = {}
         self._threads: dict[int, CpuTimes] = {}  # tid -> times; a process's main thread has tid == pid
         self._cpus: list[CpuTimes] = [(0, 0)] * cpus
+        self.elapsed_ns = 0  # every advance so far, one after another: the trace's emulated time
 
     def process_times(self, pid: int) -> CpuTimes | None:
         times = self._processes.get(pid)
@@ -51,6 +52,7 @@ class ManualClock:
         """Thread ``tid`` of ``pid`` ran this long: so did its process."""
         if user_ns < 0 or system_ns < 0:
             raise ValueError("time only moves forward")
+        self.elapsed_ns += user_ns + system_ns
         for table, key in ((self._processes, pid), (self._threads, tid)):
             user, system = table.get(key, (0, 0))
             table[key] = (user + user_ns, system + system_ns)
@@ -62,6 +64,7 @@ class ManualClock:
             raise ValueError(f"no CPU {cpu}")
         user, system = self._cpus[cpu]
         self._cpus[cpu] = (user + user_ns, system + system_ns)
+        self.elapsed_ns += user_ns + system_ns
 
     def forget(self, pid: int) -> None:
         self._processes.pop(pid, None)

@@ -13,6 +13,8 @@ import sys
 import hwperfd.lograte as lograte  # noqa: PLR0402 - the layering test reads module names
 from hwperfd.cpu.models import MODELS
 from hwperfd.startup import SetupError
+from hwperfd.trace.recorder import DEFAULT_SIZE
+from hwperfd.trace.session import MAX_SIZE
 
 log = logging.getLogger("hwperfd")
 
@@ -65,6 +67,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="keep what is set up in a store in --state-dir, so that a restarted daemon puts it back "
         "(default: on; docs/restart.md)",
     )  # fmt: skip
+    parser.add_argument(
+        "--trace", metavar="FILE", default=None,
+        help="record every counter's life into FILE, written when the daemon stops (docs/trace.md)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--trace-size", type=int, default=DEFAULT_SIZE, metavar="EVENTS",
+        help=f"events the trace holds; the oldest go past it, counted (default {DEFAULT_SIZE})",
+    )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     if args.list_cpus:
@@ -74,6 +84,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--event-buffer must be 4096..1073741824 bytes")
     if not 0 <= args.linger <= 100_000:
         parser.error("--linger must be 0..100000 microseconds")
+    if not 1 <= args.trace_size <= MAX_SIZE:
+        parser.error(f"--trace-size must be 1..{MAX_SIZE} events")
+    if args.trace is not None:
+        args.trace = os.path.abspath(args.trace)
     return args
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -46,6 +47,7 @@ from hwperfd.procfs.fs import PID_INODE_BASE, ProcFs
 from hwperfd.procfs.statepages import DEFAULT_DIR, DEFAULT_PER_USER, StatePages
 from hwperfd.signals import SignalSender
 from hwperfd.startup import SetupError, notify
+from hwperfd.trace import recorder as trace, session as trace_session
 
 log = logging.getLogger("hwperfd")
 
@@ -93,6 +95,8 @@ class Daemon:
         except (ValueError, ZeroDivisionError) as exc:
             raise SetupError(str(exc)) from None
         self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
+        if getattr(args, "trace", None):
+            trace_session.start(args.trace, self.clock, args.trace_size)
         self.signals = SignalSender()
         self._dirty: set[int] = set()  # pids whose state the kernel let go or changed outside a call
         self._overflowed: set[int] = set()  # pids owed overflow signals since their last write
@@ -158,6 +162,7 @@ class Daemon:
                     "set-up restored: %d processes%s, %d records refused",
                     found.processes, ", system mode" if found.system else "", found.refused,
                 )  # fmt: skip
+            trace.active.daemon("restored", processes=found.processes, system=found.system, refused=found.refused)
             if found.processes:
                 self.lifecycle.restored()
             self._record_setup(all_pids=True)
@@ -173,6 +178,7 @@ class Daemon:
             f"the last checked {self.swept[0]} of {len(self.kernel.known())} processes "
             f"in {self.swept[1] / 1e6:.1f} ms of CPU",
             f"counter reads answered from state pages in the bridge: {self.fs.fast.answered()}",
+            trace_session.status(),
         ]
 
     def _refilter(self) -> None:
@@ -448,6 +454,10 @@ class Daemon:
         store: a call answers only once what it set up would survive a restart."""
         try:
             return self.fs.ioctl(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
+        except OSError as exc:
+            if exc.errno in (errno.EBUSY, errno.EAGAIN):
+                trace.active.refused(self.fs.personality(ino), pid, uid, cmd, exc.errno)
+            raise
         finally:
             if self.durable is not None:
                 target = ino - PID_INODE_BASE
@@ -578,4 +588,7 @@ def serve(args, mount: str) -> int:
         if daemon.fs.state_pages is not None:
             daemon.fs.state_pages.close()
         daemon.close_store()
+        if trace_session.current() is not None:
+            trace.active.daemon("stopped")
+            trace_session.stop()
     return 0

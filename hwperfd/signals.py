@@ -44,6 +44,7 @@ import trio
 
 from hwperfd.counters.kernel import Signal
 from hwperfd.host import processes
+from hwperfd.trace import recorder as trace
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ class SignalSender:
             self.merged += total - bound
             total = bound
         target.owed[owed.signal] = total
+        trace.active.signal_owed(owed.pid, owed.tid, owed.signal, owed.count)
         target.next_look, target.backoff = 0.0, MIN_POLL
         self._wakeup.set()
 
@@ -307,6 +309,7 @@ class SignalSender:
                 del target.owed[sig]
                 continue
             self.sent += 1
+            trace.active.signal_sent(target.pid, target.tid, sig)
             progressed = sent_here = True
             status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie, status.caught)
             if count <= 1:

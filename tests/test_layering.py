@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # What each layer may import, besides itself.  Data flows down on a call.
 ALLOWED = {
     "structs": set(),
-    "hwperfd.cpu": set(),
+    "hwperfd.cpu": {"hwperfd.trace"},
     "hwperfd.host": set(),
-    "hwperfd.counters": {"hwperfd.cpu"},
+    "hwperfd.counters": {"hwperfd.cpu", "hwperfd.trace"},
     "hwperfd.irix": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
     # The per-user log limit: the FUSE boundary says whose request is logging.
     "hwperfd.lograte": set(),
@@ -25,12 +25,12 @@ ALLOWED = {
     "hwperfd.pctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
     "hwperfd.perfctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
     # Solaris libcpc's kernel side, on the same footing as pctr.
-    "hwperfd.cpc": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
+    "hwperfd.cpc": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs", "hwperfd.trace"},
     # A personality's node in the mount: the contract between procfs and a personality.
     "hwperfd.node": {"hwperfd.counters"},
     "hwperfd.procfs": {
         "hwperfd.irix", "hwperfd.node", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte",
-        "structs",
+        "structs", "hwperfd.trace",
     },
     # Tools are clients: they speak to the mount, never to the daemon's insides.
     "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},
@@ -43,17 +43,20 @@ ALLOWED = {
     "hwperfd.cpc.tools": {"hwperfd.client", "structs"},
     # The top-level modules.  Time sources read the host; overflow signals go to its processes.
     "hwperfd.clock": {"hwperfd.host"},
-    "hwperfd.signals": {"hwperfd.counters", "hwperfd.host"},
+    "hwperfd.signals": {"hwperfd.counters", "hwperfd.host", "hwperfd.trace"},
     # What the command line and the wiring both tell the one who started the daemon.
     "hwperfd.startup": set(),
     # The wiring: every layer of the daemon, put together.
     "hwperfd.service": {
         "hwperfd.procfs", "hwperfd.node", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.perfctr", "hwperfd.counters",
         "hwperfd.cpu", "hwperfd.host", "hwperfd.clock", "hwperfd.signals", "hwperfd.startup", "hwperfd.lograte",
-        "structs",
+        "structs", "hwperfd.trace",
     },
     # The command line: options, set-up checks, then the wiring.
-    "hwperfd.daemon": {"hwperfd.service", "hwperfd.startup", "hwperfd.lograte", "hwperfd.cpu"},
+    "hwperfd.daemon": {"hwperfd.service", "hwperfd.startup", "hwperfd.lograte", "hwperfd.cpu", "hwperfd.trace"},
+    # The timeline (docs/trace.md): beneath every layer that records into it,
+    # it imports none of them; hwperfd-trace reads the files it writes.
+    "hwperfd.trace": set(),
     "hwperfd.__main__": {"hwperfd.daemon"},
     # hwperfd-run: finds the shim and execs; no layer of the daemon.
     "hwperfd.run": set(),

@@ -28,6 +28,7 @@ from hwperfd.counters.request import SLOTS, CounterRequest
 from hwperfd.counters.snapshot import Snapshot, rates
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
+from hwperfd.trace import recorder as trace
 
 CpuTimes = tuple[int, int]  # cumulative (user_ns, system_ns)
 SYSTEM_MODE_SERVICE = "irix-system-mode"  # the name IRIX system mode reserves the hardware under
@@ -374,6 +375,7 @@ class CounterKernel:
         self._catch_up(record)
         record.state = State.RELEASED
         record.profiling, record.suspended = 0, False
+        trace.active.released(target.pid, "released")
 
     def lose(self, pid: int) -> int:
         """Take a process's counters away, as system mode would (for tests of
@@ -394,6 +396,7 @@ class CounterKernel:
         self._current(parent)
         record = self._parent_record(parent.pid, start_of(parent))
         record.save_children = record.save_children | {child_pid}
+        trace.active.save_children(parent.pid, child_pid)
 
     # -- event-counter profiling (syssgi HWPERF_PROFENABLE) --------------------
 
@@ -455,6 +458,7 @@ class CounterKernel:
         self._catch_up(record)
         record.state = State.RELEASED
         record.profiling, record.suspended = 0, False
+        trace.active.released(pid, "exec ended profiling")
         return True
 
     def profiling_signal(self, pid: int) -> int:
@@ -552,6 +556,7 @@ class CounterKernel:
             suspended=parent.suspended,
         )
         self._note_armed(child_pid, parent.block.request, parent.profiling)
+        trace.active.forked(parent_pid, child_pid, True, parent.generation)
 
     def exit(
         self, pid: int, parent_pid: int, parent_waiting: bool, comm: str = "", final: CpuTimes | None = None
@@ -573,6 +578,7 @@ class CounterKernel:
         parent = self._procs.get(parent_pid)
         if parent_waiting or (parent is not None and pid in parent.save_children):
             self._fold(record)
+        trace.active.exited(pid, parent_pid, record.folded)
 
     def reaped(self, pid: int, parent_alive: bool) -> None:
         """The zombie is gone: a parent that reaped it through wait(2) gets
@@ -613,6 +619,7 @@ class CounterKernel:
         child.folded = True
         if not child.parent:  # its parent was never known: nobody to fold into
             return
+        trace.active.folded(child.pid, child.parent, tuple(child.block.counts))
         parent = self._parent_record(child.parent)
         brought = (child.seen[0] + child.children_ns[0], child.seen[1] + child.children_ns[1])
         credited = [0] * SLOTS
@@ -926,6 +933,7 @@ class CounterKernel:
         # sets the counters up for them); hwp_ovflw_sig only from those whose
         # interrupt enable bit is set.
         overflows = record.block.advance(cpu, user, system, self.profile(record.pid), every=bool(record.profiling))
+        trace.active.ran(record.pid, record.cpu, record.block, self.cpus.type, user + system, overflows)
         if overflows and record.profiling:
             # Profiling: a PC tick per overflow, never hwp_ovflw_sig (IRIX's
             # r1nk_perf_intr_action sends no signal to a profiling process).
@@ -941,6 +949,7 @@ class CounterKernel:
             system.seen[i] = (max(now[0], before[0]), max(now[1], before[1]))
             if user or sys_:
                 overflows = block.advance(self.cpus[i], user, sys_, self.default_profile)
+                trace.active.ran(0, i, block, self.cpus.type, user + sys_, overflows)
                 target = system.signal_to
                 if overflows and system.request.signal and target is not None:
                     self._signal(Signal(target, 0, None, system.request.signal, overflows))
@@ -960,6 +969,7 @@ class CounterKernel:
             [ControlBlock(request) for _ in self.cpus.cpus],
             [self.time.cpu_times(i) for i in range(len(self.cpus))],
         )
+        trace.active.system_mode(self._system_generation, True)
         return self._system_generation
 
     def _displace(self, record: _ProcessRecord) -> None:
@@ -968,11 +978,13 @@ class CounterKernel:
         self._catch_up(record)
         record.state = State.LOST
         record.generation += 1
+        trace.active.generation(record.pid, record.generation - 1, record.generation, "lost")
 
     def _release_system(self) -> None:
         system = self._require_system()
         self._catch_up_system(system)
         self._system = None
+        trace.active.system_mode(system.generation, False)
         self.cpus.reservation.release(SYSTEM_MODE_SERVICE)
 
     @staticmethod
@@ -1021,6 +1033,7 @@ class CounterKernel:
             profiling=profiling,
         )
         self._note_armed(target.pid, block.request, profiling)
+        trace.active.programmed(target.pid, self._procs[target.pid].cpu, generation, block, self.cpus.type)
 
     def _require_system(self) -> _SystemRecord:
         if self._system is None:

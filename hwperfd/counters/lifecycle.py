@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from hwperfd.counters.kernel import CounterKernel, Task
+from hwperfd.trace import recorder as trace
 
 
 class HostProcess(Task, Protocol):
@@ -152,6 +153,7 @@ class Lifecycle:
     def _execed(self, pid: int) -> bool:
         if not self.kernel.is_tracked(pid):
             return False
+        trace.active.execed(pid)
         ended = self.kernel.end_profiling(pid)  # its buffers went with the old image
         info = self.host.read_process(pid)
         if info is None:

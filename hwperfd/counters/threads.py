@@ -37,6 +37,7 @@ from hwperfd.counters.errors import CountersLimit
 from hwperfd.cpu.core import PmuCpu
 from hwperfd.cpu.models import CpuModel
 from hwperfd.cpu.profiles import WorkloadProfile
+from hwperfd.trace import recorder as trace
 
 CpuTimes = tuple[int, int]
 PER_USER = 1024  # contexts one unprivileged uid may hold, all services together
@@ -195,6 +196,7 @@ class ThreadTable:
         pmu = PmuCpu(0, self.model, self.mhz, freeze=True)
         ctx = ThreadContext(service, pid, tid, start, owner, pmu, times, data, serial=self._serial)
         self._add(ctx)
+        trace.active.attached(ctx)
         return ctx
 
     def get(self, service: str, tid: int) -> ThreadContext | None:
@@ -254,6 +256,7 @@ class ThreadTable:
             ctx.ran_ns += user + system
             profile = self._profile(ctx.pid)
             mask = ctx.cpu.run(user, system, profile.rates, profile.exl_share)
+            trace.active.ran_thread(ctx, user + system, mask)
             hooks = self._hooks.get(ctx.service)
             if mask and hooks is not None and hooks.on_overflow is not None:
                 hooks.on_overflow(ctx, mask)
@@ -387,6 +390,7 @@ class ThreadTable:
         if per_service is None or per_service.get(ctx.service) is not ctx:
             return
         del per_service[ctx.service]
+        trace.active.detached(ctx)
         if not per_service:
             del self._books.by_tid[ctx.tid]
             self.clock.forget_thread(ctx.tid)  # nothing counts this thread any more

@@ -42,6 +42,7 @@ from hwperfd.counters.kernel import Signal
 from hwperfd.counters.threads import ThreadContext, ThreadTable
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
+from hwperfd.trace import recorder as trace
 from structs import cpc as abi
 
 SERVICE = "cpc"  # the reservation's and the thread table's name for libcpc
@@ -220,6 +221,7 @@ class CpcDevice:
             self._calls[cmd](self, io, caller)
         except CpcError as exc:
             io.ci_error, io.ci_subcode = ERRNO[type(exc)], exc.subcode
+            trace.active.refused("cpc", caller.tid, caller.uid, cmd, io.ci_error)
         except OverflowError:
             io.ci_error = errno.EINVAL
         return 0, abi.build_head(io) + data[head : abi.CPC_IO_SIZE]

@@ -9,6 +9,8 @@ its own dialect.
 
 from __future__ import annotations
 
+from hwperfd.trace import recorder as trace
+
 
 class Reservation:
     def __init__(self) -> None:
@@ -23,12 +25,15 @@ class Reservation:
         succeeds: a personality may take the hardware for several counters."""
         if not service:
             raise ValueError("a service name is needed")
-        if self._holder is None or self._holder == service:
+        holder, granted = self._holder, self._holder is None or self._holder == service
+        trace.active.reservation(service, holder, granted)
+        if granted:
             self._holder = service
             return None
-        return self._holder
+        return holder
 
     def release(self, service: str) -> None:
         """perfctr_cpu_release: only the holder releases; others are ignored."""
         if self._holder == service:
             self._holder = None
+            trace.active.unreserved(service)

@@ -36,6 +36,7 @@ from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.bridge import FastReads
 from hwperfd.procfs.listing import Listing
 from hwperfd.procfs.summary import control_summary, process_summary
+from hwperfd.trace import session as trace_session
 import structs
 
 log = logging.getLogger(__name__)
@@ -614,6 +615,8 @@ class ProcFs(pyfuse3.Operations):
             self.faults.clear()
         elif verb == "lose" and len(args) == 1:
             self.kernel.lose(commands.integer(args[0], "pid"))
+        elif verb == "trace":
+            self._trace_command(args)
         elif verb == "reserve" and len(args) == 1:
             # Hold the hardware as another system-wide user would (for tests
             # of every personality's "busy" answer).
@@ -624,6 +627,26 @@ class ProcFs(pyfuse3.Operations):
             self.kernel.cpus.reservation.release(args[0])
         else:
             raise commands.CommandError(f"unknown command {' '.join(words)!r}")
+
+    def _trace_command(self, args: list[str]) -> None:
+        """``trace start FILE [EVENTS]`` and ``trace stop`` (docs/trace.md)."""
+        try:
+            if args[:1] == ["start"] and len(args) in (2, 3):
+                size = commands.integer(args[2], "events") if len(args) == 3 else trace_session.DEFAULT_SIZE
+                trace_session.start(args[1], self.clock, size)
+            elif args == ["stop"]:
+                trace_session.stop()
+            else:
+                raise commands.CommandError("usage: trace start FILE [EVENTS] | trace stop")
+        except (trace_session.TraceError, OSError) as exc:
+            raise commands.CommandError(str(exc)) from None
+
+    def personality(self, ino: int) -> str:
+        """Whose dialect a call on inode ``ino`` speaks (a trace's refusals name it)."""
+        node = self.nodes.get(ino)
+        if node is not None:
+            return node.name.decode()
+        return "irix-syssgi" if ino == CONTROL_INODE else "irix"
 
     def _arm_fault(self, args: list[str]) -> None:
         if len(args) not in (3, 4):
