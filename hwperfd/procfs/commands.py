@@ -13,6 +13,8 @@ open it for writing.  The root-only control node also takes::
                                     the next TIMES calls (default 1) answer ERRNO
     faults clear                    disarm every fault
     lose PID                        take PID's counters away, as system mode would
+    trace start FILE [EVENTS]       record a trace into FILE (docs/trace.md)
+    trace stop                      stop recording and write the file
 
 Durations are nanoseconds, or a number with ns, us, ms or s.
 

@@ -158,9 +158,10 @@ class Recorder(NullRecorder):
     def dropped(self) -> int:
         return self.recorded - len(self.events)
 
-    def record(self, kind: str, emulated: int | None = None, **fields: Any) -> None:
+    def record(self, kind: str, emulated: int | None = None, monotonic: int | None = None, **fields: Any) -> None:
         self.recorded += 1
-        self.events.append((self.emulated() if emulated is None else emulated, self.monotonic(), kind, fields))
+        when = self.emulated() if emulated is None else emulated
+        self.events.append((when, self.monotonic() if monotonic is None else monotonic, kind, fields))
 
     # -- the hardware's reservation and the refusals --------------------------
 
@@ -299,9 +300,7 @@ class Recorder(NullRecorder):
             queue = self._pending[key] = deque(maxlen=MAX_PENDING_PER_TARGET)
         emulated, monotonic = self.emulated(), self.monotonic()
         queue.append([self._flow, emulated, monotonic, count])
-        self.recorded += 1
-        self.events.append((emulated, monotonic, "owe", dict(pid=pid, tid=tid, signal=signal, count=count,
-                                                             flow=self._flow)))  # fmt: skip
+        self.record("owe", emulated, monotonic, pid=pid, tid=tid, signal=signal, count=count, flow=self._flow)
 
     def signal_sent(self, pid: int, tid: int, signal: int) -> None:
         """One send answers the oldest owed overflow (a real-time signal), or
@@ -324,7 +323,7 @@ class Recorder(NullRecorder):
             del self._pending[(pid, tid, signal)]
         now = self.monotonic()
         lateness = None if owed_at is None else now - owed_at
-        self.record("signal", pid=pid, tid=tid, signal=signal, flows=flows, lateness_ns=lateness)
+        self.record("signal", monotonic=now, pid=pid, tid=tid, signal=signal, flows=flows, lateness_ns=lateness)
 
     # -- process life ------------------------------------------------------------
 

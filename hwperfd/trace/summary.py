@@ -30,8 +30,8 @@ class Summary:
     sent: int = 0
     overflows: int = 0
     refusals: Counter[tuple[str, str]] = field(default_factory=Counter)  # (personality, errno or holder)
-    # Occupancy slices for the picture: (track name, start ns, length ns, label)
-    slices: list[tuple[str, int, int, str]] = field(default_factory=list)
+    # Occupancy slices for the picture: (track name, start ns, length ns, event, context)
+    slices: list[tuple[str, int, int, str, str]] = field(default_factory=list)
 
 
 def load(path: str) -> dict[str, Any]:
@@ -66,7 +66,9 @@ def summarize(trace: dict[str, Any]) -> Summary:
                     out.occupancy[key][f"slot {slot}"] += ns
             else:
                 out.occupancy[key][f"{args['slot']} {e['name']}"] += dur
-            out.slices.append((track, round(e["ts"] * 1000), dur, e["name"]))
+            out.slices.append((track, round(e["ts"] * 1000), dur, e["name"], args["context"]))
+        elif ph == "X" and cat == "reservation":
+            out.slices.append(("reservation", round(e["ts"] * 1000), round(e["dur"] * 1000), e["name"], ""))
         elif ph == "X" and cat == "signal":
             if "lateness_ns" in args:
                 out.sent += 1
@@ -126,15 +128,20 @@ def draw(s: Summary, out: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise SystemExit("hwperfd-trace: --png needs matplotlib (pip install matplotlib)") from None
-    tracks = sorted({t for t, _, _, _ in s.slices})
-    labels = sorted({label for _, _, _, label in s.slices})
+    tracks = sorted({t for t, *_ in s.slices})
+    labels = sorted({label for _, _, _, label, _ in s.slices})
+    span = max((start + length for _, start, length, _, _ in s.slices), default=0) or 1
     colours = {label: plt.get_cmap("tab20")(i % 20) for i, label in enumerate(labels)}
     fig, ax = plt.subplots(figsize=(10, 1 + 0.5 * len(tracks)))
     for row, track in enumerate(tracks):
         for label in labels:
-            bars = [(start / 1e6, length / 1e6) for t, start, length, lab in s.slices if t == track and lab == label]
+            bars = [(start, length, ctx) for t, start, length, lab, ctx in s.slices if t == track and lab == label]
             if bars:
-                ax.broken_barh(bars, (row - 0.4, 0.8), color=colours[label], label=label)
+                ax.broken_barh([(a / 1e6, n / 1e6) for a, n, _ in bars], (row - 0.4, 0.8), color=colours[label],
+                               label=label)  # fmt: skip
+            for start, length, ctx in bars:
+                if ctx and length > span / 12:  # name whose counter it is, where there is room
+                    ax.text((start + length / 2) / 1e6, row, ctx, ha="center", va="center", fontsize="x-small")
     handles, names = ax.get_legend_handles_labels()
     unique = dict(zip(names, handles))
     ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
