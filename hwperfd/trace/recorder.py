@@ -257,7 +257,6 @@ class Recorder(NullRecorder):
             shares[slot] += step
         return [(slots[0], 0, ns, shares)]
 
-
     # -- per-thread contexts (libcpc, perfctr) ---------------------------------
 
     @staticmethod

@@ -138,13 +138,14 @@ def test_a_scripted_run_is_traced_event_by_event(scripted):
     cpu = next(r[5]["cpu"] for r in rows if r[1] == "generation 1" and r[2] == f"{t}: IRIX counters")
     irix = f"irix {t}"
     slots = {"0": "Cycles", "1": "Issued instructions", "16": "Cycles"}
-    expected = [
+    expected = [  # fmt: skip
         ("i", "recording started", "daemon", 0, {"what": "recording started", "size": 1000}),
         ("i", "restored", "daemon", 0, {"what": "restored", "processes": 0, "system": False, "refused": 0}),
         # 25 ms of the process's time: counter 0 turns from slot 0 to slot 1 and
         # back at each 10 ms tick; counter 1 overflows 5 times; one SIGUSR1.
         ("X", "Cycles", f"cpu{cpu} counter0", 0, 10 * MS, {"context": irix, "counter": 0, "slot": 0}),
-        ("X", "Issued instructions", f"cpu{cpu} counter0", 10 * MS, 10 * MS, {"context": irix, "counter": 0, "slot": 1}),
+        ("X", "Issued instructions", f"cpu{cpu} counter0", 10 * MS, 10 * MS,
+         {"context": irix, "counter": 0, "slot": 1}),
         ("X", "Cycles", f"cpu{cpu} counter0", 20 * MS, 5 * MS, {"context": irix, "counter": 0, "slot": 0}),
         ("X", "Cycles", f"cpu{cpu} counter1", 0, 25 * MS, {"context": irix, "counter": 1, "slot": 16}),
         ("C", f"{irix} counts", f"{t}: IRIX counters", 25 * MS,
@@ -156,7 +157,8 @@ def test_a_scripted_run_is_traced_event_by_event(scripted):
         ("f", "overflow signal", f"{t}: IRIX counters", 25 * MS, {"id": 1}),
         # The fork: the child counts under its parent's control, and its
         # counts (none: it ran no time) go back to the parent that reaped it.
-        ("i", f"fork {c}", f"{t}: IRIX counters", 25 * MS, {"parent": t, "child": c, "inherited": True, "generation": 1}),
+        ("i", f"fork {c}", f"{t}: IRIX counters", 25 * MS,
+         {"parent": t, "child": c, "inherited": True, "generation": 1}),
         ("i", f"forked from {t}", f"{c}: IRIX counters", 25 * MS,
          {"parent": t, "child": c, "inherited": True, "generation": 1}),
         ("i", f"fold {c}", f"{t}: IRIX counters", 25 * MS, {"child": c, "counts": {}}),
@@ -236,6 +238,16 @@ def test_the_summary_draws_the_occupancy(scripted, tmp_path):
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_picture_without_matplotlib_says_what_is_missing(scripted, tmp_path):
+    _, _, path = scripted
+    hide = "import sys; sys.modules['matplotlib'] = None; from hwperfd.trace.summary import main; sys.exit(main())"
+    done = subprocess.run([sys.executable, "-c", hide, "summary", str(path), "--png", str(tmp_path / "x.png")],
+                          capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr == "hwperfd-trace: --png needs matplotlib (pip install matplotlib)\n"
+    assert not (tmp_path / "x.png").exists()
 
 
 def test_tracing_is_roots_and_takes_an_absolute_path(traced, nobody_python):
