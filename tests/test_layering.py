@@ -23,7 +23,7 @@ ALLOWED = {
     "hwperfd.lograte": set(),
     # A personality's driver: decode, check in the original's order, call the counters.
     "hwperfd.pctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
-    "hwperfd.perfctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
+    "hwperfd.perfctr": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs", "hwperfd.trace"},
     # Solaris libcpc's kernel side, on the same footing as pctr.
     "hwperfd.cpc": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs", "hwperfd.trace"},
     # A personality's node in the mount: the contract between procfs and a personality.

@@ -22,6 +22,7 @@ from typing import NamedTuple, Protocol
 from hwperfd.counters.errors import CountersBusy
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
+from hwperfd.trace import recorder as trace
 
 CpuTimes = tuple[int, int]
 SERVICE = "pctr"  # the name these counters reserve the hardware under
@@ -101,6 +102,7 @@ class GlobalCounters:
             pmu.write(counter, 0)
             pmu.program(counter, function)
             pmu.write(counter, 0)
+        trace.active.cpu_programmed(self.service, self.cpus.pmus)
         if not any(self.functions):
             self.cpus.reservation.release(self.service)
         return True

@@ -384,6 +384,7 @@ class CpcDevice:
         bset.tick_base = pmu.tsc.at(self.clock.tsc_ns(cpu))
         self.cpu_bindings[cpu] = CpuBinding(cpu, bset, caller.handle)
         bset.start(pmu)
+        trace.active.cpu_programmed(SERVICE, (pmu,))
 
     def _invalidate_lwps(self) -> None:
         """cpc_bind_cpu: "The first invocation ... invalidates all currently
@@ -540,6 +541,7 @@ class CpcDevice:
     def _release_cpu(self, binding: CpuBinding) -> None:
         self._catch_up_cpu(binding.cpu)
         binding.set.stop(self.cpus.pmus[binding.cpu])
+        trace.active.cpu_programmed(SERVICE, (self.cpus.pmus[binding.cpu],))
         del self.cpu_bindings[binding.cpu]
         if not self.cpu_bindings:
             self.cpus.reservation.release(SERVICE)

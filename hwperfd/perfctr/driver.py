@@ -32,6 +32,7 @@ from hwperfd.cpu.core import CpuState, PmuCpu, identify_overflow, ireload, resum
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import tasks
+from hwperfd.trace import recorder as trace
 from hwperfd.perfctr import control as ctl
 from structs import perfctr as abi
 
@@ -517,6 +518,7 @@ class GlobalPerfctr:
                     for pmc in state.pmc:
                         pmu.write(pmc.map, 0)
                     resume(state, pmu, self.tsc(cpu))
+            trace.active.cpu_programmed(GLOBAL_SERVICE, self.cpus.pmus)
         return self.nr_active
 
     def stop(self) -> None:
@@ -527,6 +529,7 @@ class GlobalPerfctr:
                 if state.cstatus:
                     suspend(state, self.cpus.pmus[cpu], self.tsc(cpu))
                 state.cstatus = 0
+            trace.active.cpu_programmed(GLOBAL_SERVICE, self.cpus.pmus)
             self.ours = False
             self.cpus.reservation.release(GLOBAL_SERVICE)
 

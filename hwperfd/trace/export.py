@@ -35,6 +35,9 @@ class _Builder:
         self.named: set[tuple[int, int]] = set()
         self.open: dict[str, tuple[int, str, dict[str, Any]]] = {}  # IRIX context -> (start, name, args)
         self.holder: tuple[int, str] | None = None  # (since, service) of the reservation
+        # A CPU's own registers: (service, cpu, counter) -> (since, event)
+        self.programmed: dict[tuple[str, int, int], tuple[int, str]] = {}
+        self.services: dict[str, int] = {}  # each its own tracks, numbered as they come
 
     def track(self, pid: int, tid: int, process: str, thread: str) -> tuple[int, int]:
         if (pid, 0) not in self.named:
@@ -134,6 +137,22 @@ class _Builder:
             args["shares"] = {str(k): v for k, v in f["shares"].items()}
         self.slice(where, f["event"] if not f["shares"] else "multiplexed", ts, f["dur"], "occupancy", **args)
 
+    def on_cpu_program(self, ts: int, mono: int, f: dict[str, Any]) -> None:
+        service, cpu = f["service"], f["cpu"]
+        events = {int(k): v for k, v in f["events"].items()}
+        for key in [k for k in self.programmed if k[:2] == (service, cpu)]:
+            if events.get(key[2]) != self.programmed[key][1]:
+                self.end_programmed(key, ts)
+        for counter, event in events.items():
+            self.programmed.setdefault((service, cpu, counter), (ts, event))
+
+    def end_programmed(self, key: tuple[str, int, int], ts: int) -> None:
+        since, event = self.programmed.pop(key)
+        service, cpu, counter = key
+        number = self.services.setdefault(service, len(self.services) + 1)
+        where = self.pmu(CPU_TRACK + number * 1000 + cpu * 16 + counter, f"cpu{cpu} counter{counter} ({service})")
+        self.slice(where, event, since, ts - since, "occupancy", context=service, counter=counter, slot=counter)
+
     def on_counts(self, ts: int, mono: int, f: dict[str, Any]) -> None:
         pid, tid = self.context_track(f["ctx"])
         self.out.append(dict(ph="C", name=f"{f['ctx']} counts", pid=pid, tid=tid, ts=_us(ts), args=f["counts"]))
@@ -197,6 +216,8 @@ class _Builder:
     def finish(self, ts: int) -> None:
         for ctx in list(self.open):
             self.end_counting(ctx, ts, "trace ended")
+        for key in list(self.programmed):
+            self.end_programmed(key, ts)
         self.on_unreserve(ts, 0, {})
 
 

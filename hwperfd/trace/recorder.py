@@ -78,6 +78,10 @@ class NullRecorder:
         """IRIX counters of ``pid`` (0: system mode's block of ``cpu``) counted
         ``ns`` of CPU time on ``cpu``; ``overflows``: the ones that interrupt."""
 
+    def cpu_programmed(self, service: str, pmus: Any) -> None:
+        """``service`` (pctr, a cpc CPU bind, perfctr's global mode) programmed
+        or cleared the registers of these CPUs (``PmuCpu``s) themselves."""
+
     def attached(self, ctx: Any) -> None:
         """A per-thread context (hwperfd.counters.threads.ThreadContext) began."""
 
@@ -256,6 +260,17 @@ class Recorder(NullRecorder):
         for slot, _, step, _ in steps:
             shares[slot] += step
         return [(slots[0], 0, ns, shares)]
+
+    # -- the CPUs' own registers (pctr, cpc CPU binds, perfctr global mode) ----
+
+    def cpu_programmed(self, service: str, pmus: Any) -> None:
+        for pmu in pmus:
+            events = {}
+            for counter in range(pmu.model.registers):
+                selection = pmu.selection(counter)
+                if selection.counts:
+                    events[counter] = selection.event.name
+            self.record("cpu-program", service=service, cpu=pmu.index, events=events)
 
     # -- per-thread contexts (libcpc, perfctr) ---------------------------------
 
