@@ -88,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--trace-size must be 1..{MAX_SIZE} events")
     if args.trace is not None:
         args.trace = os.path.abspath(args.trace)
+        if not os.path.isdir(os.path.dirname(args.trace)):
+            parser.error(f"--trace: no directory {os.path.dirname(args.trace)}")
     return args
 
 

@@ -276,3 +276,22 @@ class _Any:
 
 
 ANY = _Any()
+
+
+def test_a_daemon_started_with_trace_writes_it_when_it_stops(shared_tmp):
+    path = shared_tmp / "trace-stop.json"
+    args = ("--clock", "manual", "--cpus", "1", "--no-store", "--trace", str(path))
+    with running_hwperfd(shared_tmp / "mnt-trace-stop", shared_tmp / "hwperfd-trace-stop.log", *args) as mount:
+        assert f"trace: recording to {path}, 1 of 100000 events held, 0 dropped" in (mount.path / "control").read_text()
+        mount.control("advance-cpu 0 7ms")
+        assert not path.exists()
+    trace = json.loads(path.read_text())
+    daemon = [(e["name"], e["ts"]) for e in trace["traceEvents"] if e.get("cat") == "daemon"]
+    assert daemon == [("recording started", 0.0), ("stopped", 7000.0)]
+
+
+def test_a_trace_needs_a_directory_to_go_to(shared_tmp):
+    done = subprocess.run([sys.executable, "-m", "hwperfd", "--trace", "/nonexistent-dir/t.json", str(shared_tmp)],
+                          capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.endswith("hwperfd: error: --trace: no directory /nonexistent-dir\n")
