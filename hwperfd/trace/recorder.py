@@ -156,7 +156,7 @@ class Recorder(NullRecorder):
         self._flow = 0
         # (pid, tid, signal) -> [flow id, emulated, monotonic, overflows not yet signalled]
         self._pending: dict[tuple[int, int, int], deque[list[int]]] = {}
-        self._labels: dict[tuple[str, int], str] = {}  # (context, slot) -> its event's name
+        self._labels: dict[tuple[int, int], str] = {}  # (counter, hwp_ev) -> the event's name: 64 at most
 
     @property
     def dropped(self) -> int:
@@ -189,7 +189,7 @@ class Recorder(NullRecorder):
         events = {}
         for counter in range(2):
             for slot in block.request.on_counter(counter):
-                events[slot] = self._label(ctx, slot, counter, block, cpu_type)
+                events[slot] = self._label(slot, counter, block, cpu_type)
         threshold = {slot: t for slot, t in enumerate(block.request.thresholds) if t}
         self.record(
             "program", ctx=ctx, pid=pid, cpu=cpu, generation=generation, slots=events,
@@ -209,26 +209,26 @@ class Recorder(NullRecorder):
         ctx = f"irix {pid}" if pid else f"irix-system cpu{cpu}"
         end = self.emulated()
         begin = end - ns
+        counts = {}
         for counter in range(2):
             slots = block.request.on_counter(counter)
-            if not slots:
-                continue
-            for slot, start, length, shares in self._segments(block, counter, slots, ns):
+            for slot in slots:
+                counts[f"{slot} {self._label(slot, counter, block, cpu_type)}"] = block.counts[slot]
+            for slot, start, length, shares in self._segments(block, counter, slots, ns) if slots else ():
                 self.record(
                     "occupy", begin + start, ctx=ctx, cpu=cpu, counter=counter, slot=slot,
-                    event=self._label(ctx, slot, counter, block, cpu_type), dur=length, shares=shares,
+                    event=self._label(slot, counter, block, cpu_type), dur=length, shares=shares,
                 )  # fmt: skip
-        counts = {f"{slot} {self._labels.get((ctx, slot), slot)}": block.counts[slot] for slot in block.request.in_use}
         self.record("counts", end, ctx=ctx, counts=counts)
         if overflows:
             self.record("overflow", end, ctx=ctx, count=overflows)
 
-    def _label(self, ctx: str, slot: int, counter: int, block: Any, cpu_type: Any) -> str:
-        event = cpu_type.events.on_counter(counter, block.request.controls[slot].event)
-        label = event.name if event is not None else f"event {block.request.controls[slot].event}"
-        self._labels[(ctx, slot)] = label
-        if len(self._labels) > 4 * self.size:
-            self._labels.clear()  # names only: a later program call gives them again
+    def _label(self, slot: int, counter: int, block: Any, cpu_type: Any) -> str:
+        ev = block.request.controls[slot].event
+        label = self._labels.get((counter, ev))
+        if label is None:
+            event = cpu_type.events.on_counter(counter, ev)
+            label = self._labels[(counter, ev)] = event.name if event is not None else f"event {ev}"
         return label
 
     @staticmethod
