@@ -783,6 +783,10 @@ class CpuStat:
         """Rows every interval; with several -c sets, each interval counts the
         next set (every CPU is bound to it anew), and each row and total
         names its set."""
+        # Interruptible from the title on: whoever saw it may stop us at once.
+        stop: list[int] = []
+        signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         if self.titles:
             line = f"{'time':>7} {'cpu':>3} {'event':>5} " + (f"{TICK:>9} " if self.dotick else "")
             print(line + eset.header, flush=True)
@@ -791,9 +795,6 @@ class CpuStat:
         last_tick: dict[int, int] = {}
         totals = [[0] * len(s.requests) for s in self.sets]
         suffix = (lambda spec: f" # {spec}\n") if len(self.sets) > 1 else (lambda spec: "\n")
-        stop: list[int] = []
-        signal.signal(signal.SIGINT, lambda *_: stop.append(1))
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         n = 0
         hrtime = time.monotonic_ns()
         deadline = time.monotonic()

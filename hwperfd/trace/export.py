@@ -38,6 +38,8 @@ class _Builder:
         # A CPU's own registers: (service, cpu, counter) -> (since, event)
         self.programmed: dict[tuple[str, int, int], tuple[int, str]] = {}
         self.services: dict[str, int] = {}  # each its own tracks, numbered as they come
+        # Stretches on the CPUs' counters, laid out once all are known: (start, length, cpu, counter, name, args)
+        self.on_cpus: list[tuple[int, int, int, int, str, dict[str, Any]]] = []
 
     def track(self, pid: int, tid: int, process: str, thread: str) -> tuple[int, int]:
         if (pid, 0) not in self.named:
@@ -124,18 +126,33 @@ class _Builder:
         self.instant(self.pmu(DAEMON_TRACK + 1, "IRIX system mode"), name, ts, "generation", mono_ns=mono)
 
     def on_occupy(self, ts: int, mono: int, f: dict[str, Any]) -> None:
-        if f["cpu"] >= 0:
-            cpu, counter = f["cpu"], f["counter"]
-            where = self.pmu(CPU_TRACK + cpu * 16 + counter, f"cpu{cpu} counter{counter}")
-        else:
-            service, _, ident = f["ctx"].partition(" ")
-            pid, tid = (int(x) for x in ident.split("/"))
-            where = self.track(pid, tid + (f["counter"] + 1) * COUNTER_TRACK_BASE, f"pid {pid}",
-                               f"{service} tid {tid} pmc{f['counter']}")  # fmt: skip
         args = dict(context=f["ctx"], counter=f["counter"], slot=f["slot"])
         if f["shares"]:
             args["shares"] = {str(k): v for k, v in f["shares"].items()}
-        self.slice(where, f["event"] if not f["shares"] else "multiplexed", ts, f["dur"], "occupancy", **args)
+        name = f["event"] if not f["shares"] else "multiplexed"
+        if f["cpu"] >= 0:
+            self.on_cpus.append((ts, f["dur"], f["cpu"], f["counter"], name, args))
+            return
+        service, _, ident = f["ctx"].partition(" ")
+        pid, tid = (int(x) for x in ident.split("/"))
+        where = self.track(pid, tid + (f["counter"] + 1) * COUNTER_TRACK_BASE, f"pid {pid}",
+                           f"{service} tid {tid} pmc{f['counter']}")  # fmt: skip
+        self.slice(where, name, ts, f["dur"], "occupancy", **args)
+
+    def lay_out_cpus(self) -> None:
+        """Each CPU counter's stretches on its track; those that overlap one
+        already there (on the real clock, two processes given one emulated
+        CPU run at once) on a second lane, and so on."""
+        lanes: dict[tuple[int, int], list[int]] = {}  # (cpu, counter) -> where each lane is free from
+        for ts, dur, cpu, counter, name, args in sorted(self.on_cpus, key=lambda s: (s[0], -s[1])):
+            free = lanes.setdefault((cpu, counter), [])
+            lane = next((i for i, end in enumerate(free) if end <= ts), len(free))
+            if lane == len(free):
+                free.append(0)
+            free[lane] = ts + dur
+            label = f"cpu{cpu} counter{counter}" + (f" #{lane + 1}" if lane else "")
+            self.slice(self.pmu(CPU_TRACK + (lane * 64 + cpu) * 16 + counter, label), name, ts, dur, "occupancy",
+                       **args)  # fmt: skip
 
     def on_cpu_program(self, ts: int, mono: int, f: dict[str, Any]) -> None:
         service, cpu = f["service"], f["cpu"]
@@ -218,6 +235,7 @@ class _Builder:
             self.end_counting(ctx, ts, "trace ended")
         for key in list(self.programmed):
             self.end_programmed(key, ts)
+        self.lay_out_cpus()
         self.on_unreserve(ts, 0, {})
 
 

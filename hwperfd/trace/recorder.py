@@ -156,6 +156,10 @@ class Recorder(NullRecorder):
         self._flow = 0
         # (pid, tid, signal) -> [flow id, emulated, monotonic, overflows not yet signalled]
         self._pending: dict[tuple[int, int, int], deque[list[int]]] = {}
+        # (context, counter) -> (the fields of its last stretch, its number):
+        # a stretch that goes on where the last ended, with the same slot,
+        # lengthens it (a context read a thousand times a second is one slice).
+        self._last: dict[tuple[str, int], tuple[dict[str, Any], int]] = {}
         self._labels: dict[tuple[int, int], str] = {}  # (counter, hwp_ev) -> the event's name: 64 at most
 
     @property
@@ -215,13 +219,30 @@ class Recorder(NullRecorder):
             for slot in slots:
                 counts[f"{slot} {self._label(slot, counter, block, cpu_type)}"] = block.counts[slot]
             for slot, start, length, shares in self._segments(block, counter, slots, ns) if slots else ():
-                self.record(
-                    "occupy", begin + start, ctx=ctx, cpu=cpu, counter=counter, slot=slot,
-                    event=self._label(slot, counter, block, cpu_type), dur=length, shares=shares,
-                )  # fmt: skip
+                event = self._label(slot, counter, block, cpu_type)
+                self._occupy(begin + start, ctx, cpu, counter, slot, event, length, shares)
         self.record("counts", end, ctx=ctx, counts=counts)
         if overflows:
             self.record("overflow", end, ctx=ctx, count=overflows)
+
+    def _occupy(
+        self, ts: int, ctx: str, cpu: int, counter: int, slot: int, event: str, dur: int, shares: dict[int, int] | None
+    ) -> None:
+        """A stretch of ``dur`` ns from ``ts`` during which ``event`` (slot
+        ``slot``) sat on ``counter`` for ``ctx``."""
+        last = self._last.get((ctx, counter))
+        if last is not None and shares is None and last[1] > self.recorded - len(self.events):
+            fields = last[0]  # still in the ring
+            if fields["slot"] == slot and fields["shares"] is None and fields["end"] == ts and fields["cpu"] == cpu:
+                fields["dur"] += dur
+                fields["end"] += dur
+                return
+        fields = dict(ctx=ctx, cpu=cpu, counter=counter, slot=slot, event=event, dur=dur, shares=shares, end=ts + dur)
+        self.recorded += 1
+        self.events.append((ts, self.monotonic(), "occupy", fields))  # the very dict a later stretch lengthens
+        self._last[(ctx, counter)] = (fields, self.recorded)
+        if len(self._last) > self.size:
+            self._last.clear()  # only joins stretches: none is lost
 
     def _label(self, slot: int, counter: int, block: Any, cpu_type: Any) -> str:
         ev = block.request.controls[slot].event
@@ -294,8 +315,7 @@ class Recorder(NullRecorder):
             if not selection.counts:
                 continue
             event = selection.event.name
-            self.record("occupy", end - ns, ctx=name, cpu=-1, counter=counter, slot=counter, event=event, dur=ns,
-                        shares=None)  # fmt: skip
+            self._occupy(end - ns, name, -1, counter, counter, event, ns, None)
             counts[f"pmc{counter} {event}"] = pmu.total(counter)
         if counts:
             self.record("counts", end, ctx=name, counts=counts)

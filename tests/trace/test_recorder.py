@@ -95,7 +95,7 @@ def test_occupancy_adds_up_to_each_slots_time_on_its_counter(rec, now, bursts):
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])) and spans[-1][1] == now.ns
 
 
-def test_a_burst_over_ticks_is_drawn_tick_by_tick(rec, now):
+def test_bursts_are_drawn_tick_by_tick_and_joined_where_they_go_on(rec, now):
     ledger = Ledger()
     kernel = CounterKernel(CpuSet(2, "r10000", 200), ledger)
     proc = multiplexed(kernel, ledger)
@@ -104,9 +104,9 @@ def test_a_burst_over_ticks_is_drawn_tick_by_tick(rec, now):
         now.ns += ns
         kernel.read(me(proc), proc)
     counter0 = [(ts, f["slot"], f["dur"], f["event"]) for ts, f in kinds(rec, "occupy") if f["counter"] == 0]
+    # The second burst goes on where the first ended, on the same slot: one stretch.
     assert counter0 == [
-        (0, 0, 4 * MS, "Cycles"),
-        (4 * MS, 0, 6 * MS, "Cycles"),
+        (0, 0, 10 * MS, "Cycles"),
         (10 * MS, 1, 10 * MS, "Issued instructions"),
         (20 * MS, 0, 5 * MS, "Cycles"),
     ]
@@ -192,3 +192,19 @@ def test_the_reservation_records_changes_of_holder_and_refusals(rec, now):
     ]
     slices = [e for e in export.chrome_trace(rec)["traceEvents"] if e["ph"] == "X"]
     assert [(e["name"], e["ts"], e["dur"]) for e in slices] == [("pctr", 0.0, 0.005)]
+
+
+def test_stretches_that_overlap_on_one_cpu_counter_take_a_second_lane(rec, now):
+    """On the real clock two processes given one emulated CPU run at once."""
+    ledger = Ledger()
+    kernel = CounterKernel(CpuSet(1, "r10000", 200), ledger)
+    a, b = multiplexed(kernel, ledger, 42), multiplexed(kernel, ledger, 43)
+    for proc, at in ((a, 10 * MS), (b, 12 * MS)):
+        ledger.run(proc.pid, 10 * MS)
+        now.ns = at
+        kernel.read(me(proc), proc)
+    trace = export.chrome_trace(rec)
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    counter1 = [(names[e["tid"]], e["ts"], e["args"]["context"]) for e in trace["traceEvents"]
+                if e["ph"] == "X" and e["args"].get("counter") == 1]  # fmt: skip
+    assert counter1 == [("cpu0 counter1", 0.0, "irix 42"), ("cpu0 counter1 #2", 2000.0, "irix 43")]

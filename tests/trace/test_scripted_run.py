@@ -149,13 +149,8 @@ def test_a_scripted_run_is_traced_event_by_event(scripted):
     expected = [  # fmt: skip
         ("i", "recording started", "daemon", 0, {"what": "recording started", "size": 1000}),
         ("i", "restored", "daemon", 0, {"what": "restored", "processes": 0, "system": False, "refused": 0}),
-        # 25 ms of the process's time: counter 0 turns from slot 0 to slot 1 and
-        # back at each 10 ms tick; counter 1 overflows 5 times; one SIGUSR1.
-        ("X", "Cycles", f"cpu{cpu} counter0", 0, 10 * MS, {"context": irix, "counter": 0, "slot": 0}),
-        ("X", "Issued instructions", f"cpu{cpu} counter0", 10 * MS, 10 * MS,
-         {"context": irix, "counter": 0, "slot": 1}),
-        ("X", "Cycles", f"cpu{cpu} counter0", 20 * MS, 5 * MS, {"context": irix, "counter": 0, "slot": 0}),
-        ("X", "Cycles", f"cpu{cpu} counter1", 0, 25 * MS, {"context": irix, "counter": 1, "slot": 16}),
+        # 25 ms of the process's time (its counters' occupancy is laid out at
+        # the end): counter 1 overflows 5 times; one SIGUSR1.
         ("C", f"{irix} counts", f"{t}: IRIX counters", 25 * MS,
          {"0 Cycles": 15 * 200_000, "1 Issued instructions": 1_800_000, "16 Cycles": 25 * 200_000}),
         ("X", "overflow", f"{t}: IRIX counters", 25 * MS, 1, {"count": 5}),
@@ -183,13 +178,21 @@ def test_a_scripted_run_is_traced_event_by_event(scripted):
          {"ended": "lost", "generation": 1, "cpu": cpu, "slots": slots, "signal": 10, "thresholds": {"16": 1_000_000}}),
         ("i", "generation 1 -> 2", f"{t}: IRIX counters", 35 * MS, {"why": "lost"}),
         ("i", "system mode on, generation 1", "IRIX system mode", 35 * MS, {}),
-        ("X", "Cycles", "cpu0 counter0", 35 * MS, 10 * MS, {"context": "irix-system cpu0", "counter": 0, "slot": 0}),
         ("C", "irix-system cpu0 counts", "IRIX system mode", 45 * MS, {"0 Cycles": 10 * 200_000}),
         # cpustat is refused in its turn (EAGAIN in libcpc's dialect).
         ("i", "refused cpc", "reservation", 45 * MS, {"asker": "cpc", "holder": "irix-system-mode"}),
         ("i", "EAGAIN cpc", "refusals", 45 * MS, {"errno": "EAGAIN", "personality": "cpc", "pid": ANY}),
         ("i", "system mode off, generation 1", "IRIX system mode", 45 * MS, {}),
         ("X", "irix-system-mode", "reservation", 35 * MS, 10 * MS, {"service": "irix-system-mode"}),
+        # The CPUs' counters, in order of time: counter 0 of the process's CPU
+        # turns from slot 0 to slot 1 and back at each 10 ms tick; system mode
+        # occupies counter 0 of every CPU it ran on.
+        ("X", "Cycles", f"cpu{cpu} counter1", 0, 25 * MS, {"context": irix, "counter": 1, "slot": 16}),
+        ("X", "Cycles", f"cpu{cpu} counter0", 0, 10 * MS, {"context": irix, "counter": 0, "slot": 0}),
+        ("X", "Issued instructions", f"cpu{cpu} counter0", 10 * MS, 10 * MS,
+         {"context": irix, "counter": 0, "slot": 1}),
+        ("X", "Cycles", f"cpu{cpu} counter0", 20 * MS, 5 * MS, {"context": irix, "counter": 0, "slot": 0}),
+        ("X", "Cycles", "cpu0 counter0", 35 * MS, 10 * MS, {"context": "irix-system cpu0", "counter": 0, "slot": 0}),
     ]
     assert len(rows) == len(expected), "\n".join(map(str, rows))
     for row, want in zip(rows, expected):
