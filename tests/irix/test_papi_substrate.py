@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import NOBODY
+from tests.conftest import NOBODY, ROOT
 from tests.irix.conftest import build
 
 # PAPI's _papi_hwd_init: its own process file, PIOCGETEVCTRL, and if that
@@ -83,12 +83,55 @@ int main(void)
 )
 
 
+# PAPI's _internal_scan_cpu_info: the board by a switch over every IRIX 6.5
+# board state (<invent.h> once named only the IP27), the chip by its PRId.
+BOARDS = r"""
+#include <invent.h>
+#include <stdio.h>
+
+static int scan(inventory_t *item, void *arg)
+{
+    const char *board = "unknown";
+    (void)arg;
+    if (item->inv_class != INV_PROCESSOR)
+        return 0;
+    if (item->inv_type == INV_CPUBOARD) {
+        switch (item->inv_state) {
+        case INV_IPMHSIMBOARD: board = "IPMHSIM"; break;
+        case INV_IP19BOARD: board = "IP19"; break;
+        case INV_IP20BOARD: board = "IP20"; break;
+        case INV_IP21BOARD: board = "IP21"; break;
+        case INV_IP22BOARD: board = "IP22"; break;
+        case INV_IP25BOARD: board = "IP25"; break;
+        case INV_IP26BOARD: board = "IP26"; break;
+        case INV_IP27BOARD: board = "IP27"; break;
+        case INV_IP28BOARD: board = "IP28"; break;
+        case INV_IP30BOARD: board = "IP30"; break;
+        case INV_IP32BOARD: board = "IP32"; break;
+        case INV_IP33BOARD: board = "IP33"; break;
+        case INV_IP35BOARD: board = "IP35"; break;
+        }
+        printf("board %s %ld MHz\n", board, item->inv_controller);
+    } else if (item->inv_type == INV_CPUCHIP && item->inv_unit == 0) {
+        printf("chip %x\n", (item->inv_state & C0_IMPMASK) >> C0_IMPSHIFT);
+    }
+    return 0;
+}
+
+int main(void)
+{
+    return scaninvent(scan, NULL) < 0;
+}
+"""
+
+
 @pytest.fixture(scope="module")
 def programs(shared_tmp):
     folder = shared_tmp / "papi-substrate"
     folder.mkdir(exist_ok=True)
     folder.chmod(0o755)
-    return {"fork": build(folder, "papi_fork", FORK)}
+    syssgi = str(ROOT / "lib" / "irix" / "syssgi.c")
+    return {"fork": build(folder, "papi_fork", FORK), "boards": build(folder, "papi_boards", BOARDS, syssgi)}
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])
@@ -102,3 +145,17 @@ def test_children_that_exit_with_system_time_leave_the_daemon_running(real_mount
     )
     assert (result.returncode, result.stdout) == (0, "ok\n"), result.stderr
     assert real_mount.process.poll() is None, real_mount.log_text()
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_the_board_is_an_ip27_among_every_irix_board_state(real_mount, programs, user):
+    """IRIX 6.5's board states have IRIX's values (INV_IP27BOARD 19): a switch
+    over all of them, as PAPI's substrate makes, finds the emulated Origin."""
+    prefix = NOBODY if user == "nobody" else []
+    result = subprocess.run(
+        [*prefix, str(programs["boards"])], capture_output=True, text=True, env=real_mount.env(), timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("board IP27 ")
+    assert "chip 9" in lines  # C0_IMP_R10000
