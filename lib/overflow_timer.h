@@ -15,12 +15,16 @@
  *    timer for the CPU time left: a thread runs at most one CPU ns per wall
  *    ns, so it never rings after the instant;
  *  - farther, or when the thread ran almost none of the wall time the last
- *    one waited (under 1/32: it sleeps), a timer on the thread's CPU
+ *    one waited (under 1/32) and blocked meanwhile (it sleeps, not merely
+ *    waits for a CPU on a busy machine), a timer on the thread's CPU
  *    clock OVF_EARLY_NS before the instant: it rings up to a tick late, but
  *    costs nothing while the thread does not run.
  *
  * The monotonic timer is set OVF_LEAD_NS short, the usual lag of its
- * signal.  The handler reads the thread's CPU clock; within twice that of
+ * signal, but never sooner than OVF_MIN_NS: with a period shorter than the
+ * handler's own run (perfctr's examples/signal, ireset -25) a look at once
+ * would find the handler's own overflow, again and again, and the program
+ * would never run.  The handler reads the thread's CPU clock; within twice that of
  * the instant (the thread ran all the while) it waits out the rest in the
  * handler, farther it arms again for what is left, and at the instant it
  * makes the library's look call (ovf_look), which finds the overflow, whose
@@ -47,6 +51,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +59,7 @@
 #define OVF_NEAR_NS 20000000LL	/* closer than this: the monotonic timer */
 #define OVF_EARLY_NS 10000000LL	/* the CPU-clock timer rings this long before the instant */
 #define OVF_LEAD_NS 60000LL	/* the monotonic timer rings this long before it (its signal's usual lag) */
+#define OVF_MIN_NS 50000LL	/* and no sooner than this after it is armed: the program runs between looks */
 #define OVF_WALL 1		/* sival_int of each timer's signal */
 #define OVF_CPU 2
 
@@ -69,10 +75,11 @@ struct ovf_timer {
     volatile long long instant;		/* the thread's CPU clock at the nearest overflow */
     volatile unsigned gen;		/* bumped by every arm, hold and disarm */
     long long armed_cpu, armed_wall;	/* when the monotonic timer was armed */
+    long armed_nvcsw;			/* and the thread's voluntary switches by then */
     int cpu_armed;
 };
 
-static __thread struct ovf_timer ovf_self = { 0, 0, 0, -1, 0, 0, 0, 0, 0, 0 };
+static __thread struct ovf_timer ovf_self = { 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0 };
 static pthread_once_t ovf_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ovf_key;
 static int ovf_on;			/* 1 once the handler is ours */
@@ -85,6 +92,14 @@ static long long ovf_clock(clockid_t clock)
 
     clock_gettime(clock, &ts);
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The thread's voluntary context switches: it slept (blocked) when they grew. */
+static long ovf_nvcsw(void)
+{
+    struct rusage ru;
+
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
 }
 
 static void ovf_set(clockid_t clock, timer_t timer, long long ns, int flags)
@@ -113,8 +128,9 @@ static void ovf_schedule(long long now, int idle)
     }
     ovf_self.armed_cpu = now;
     ovf_self.armed_wall = ovf_clock(CLOCK_MONOTONIC);
+    ovf_self.armed_nvcsw = ovf_nvcsw();
     left -= OVF_LEAD_NS;
-    ovf_set(CLOCK_MONOTONIC, ovf_self.wall, left > 1000 ? left : 1000, 0);
+    ovf_set(CLOCK_MONOTONIC, ovf_self.wall, left > OVF_MIN_NS ? left : OVF_MIN_NS, 0);
 }
 
 static void ovf_ring(int sig, siginfo_t *si, void *uc)
@@ -131,9 +147,13 @@ static void ovf_ring(int sig, siginfo_t *si, void *uc)
 	ovf_self.cpu_armed = 0;
     if (which == OVF_WALL && now < ovf_self.instant) {
 	long long ran = now - ovf_self.armed_cpu, waited = ovf_clock(CLOCK_MONOTONIC) - ovf_self.armed_wall;
+	/* It slept most of the wait, not merely waited for a CPU (a busy
+	   machine gives it a small share, and the CPU clock's timer would be
+	   a tick late every time then). */
+	int idle = ran * 32 < waited && ovf_nvcsw() != ovf_self.armed_nvcsw;
 
-	if (ran * 32 < waited || ovf_self.instant - now > 2 * OVF_LEAD_NS) {
-	    ovf_schedule(now, ran * 32 < waited);
+	if (idle || ovf_self.instant - now > 2 * OVF_LEAD_NS) {
+	    ovf_schedule(now, idle);
 	    goto out;
 	}
 	/* Rung the lead early, as meant, while the thread runs: its own CPU

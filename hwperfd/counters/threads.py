@@ -45,6 +45,10 @@ MIN_WAIT_NS = 100_000  # a look finds an overflow still pending (its service has
 # A context whose own thread times its overflows (``left_ns``): the tick's
 # look, the fallback, waits this long past the instant the thread was told.
 TIMED_GRACE_NS = 1_000_000
+# ... and while its thread does not run at all, the wait doubles at each look, up to this:
+# an idle timed thread costs a look every 10 s at most, and should its timer not ring, its
+# overflow comes late, never lost.
+TIMED_IDLE_MAX_NS = 10_000_000_000
 
 
 class ThreadClock(Protocol):
@@ -106,6 +110,8 @@ class ThreadContext:
     due: int = 0
     due_version: int = -1
     timed: bool = False  # its thread's library arms a timer at each overflow instant (left_ns)
+    looked: int = -1  # CPU ns (user + system) counted at the tick's last look
+    idle_wait: int = 0  # the tick's last wait while the timed thread did not run
 
 
 @dataclass
@@ -311,14 +317,22 @@ class ThreadTable:
         if not self.host_time:
             return None
         ctx.timed = True
+        ctx.idle_wait = 0
         return self._schedule(ctx) or None
 
     def _schedule(self, ctx: ThreadContext, now: int | None = None) -> int | None:
         headroom = ctx.cpu.headroom_ns(self._profile(ctx.pid).rates) if ctx.running else None
+        ran = sum(ctx.seen)
         if headroom is None:
             wait = 1 << 62
+        elif ctx.timed and headroom and ran == ctx.looked:
+            # Not run since the last look: its own timer will see to it when it does.
+            ctx.idle_wait = min(max(2 * ctx.idle_wait, headroom + TIMED_GRACE_NS), TIMED_IDLE_MAX_NS)
+            wait = max(ctx.idle_wait, headroom + TIMED_GRACE_NS)
         else:
+            ctx.idle_wait = 0
             wait = max(headroom + (TIMED_GRACE_NS if ctx.timed and headroom else 0), MIN_WAIT_NS)
+        ctx.looked = ran
         ctx.due = (time.monotonic_ns() if now is None else now) + wait
         ctx.due_version = ctx.cpu.version
         return headroom
