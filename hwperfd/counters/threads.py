@@ -416,9 +416,10 @@ class ThreadTable:
         self._books.by_tid.setdefault(ctx.tid, {})[ctx.service] = ctx
         new = ctx.pid not in self._books.by_pid
         self._books.by_pid.setdefault(ctx.pid, set()).add(ctx.tid)
+        # The books are whole before the hook runs: should it fail, _drop still balances them.
+        self._books.per_owner[ctx.owner] = self._books.per_owner.get(ctx.owner, 0) + 1
         if new and self.on_processes_changed is not None:
             self.on_processes_changed()
-        self._books.per_owner[ctx.owner] = self._books.per_owner.get(ctx.owner, 0) + 1
 
     def _end(self, ctx: ThreadContext) -> None:
         hooks = self._hooks.get(ctx.service)
