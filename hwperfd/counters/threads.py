@@ -49,6 +49,9 @@ TIMED_GRACE_NS = 1_000_000
 # an idle timed thread costs a look every 10 s at most, and should its timer not ring, its
 # overflow comes late, never lost.
 TIMED_IDLE_MAX_NS = 10_000_000_000
+# Those idle looks fall on a grid of this step, so that many idle threads share one wake-up of
+# the tick (each wake-up goes through every context).
+TIMED_IDLE_GRID_NS = 100_000_000
 
 
 class ThreadClock(Protocol):
@@ -334,6 +337,8 @@ class ThreadTable:
             wait = max(headroom + (TIMED_GRACE_NS if ctx.timed and headroom else 0), MIN_WAIT_NS)
         ctx.looked = ran
         ctx.due = (time.monotonic_ns() if now is None else now) + wait
+        if ctx.idle_wait:
+            ctx.due += -ctx.due % TIMED_IDLE_GRID_NS
         ctx.due_version = ctx.cpu.version
         return headroom
 

@@ -12,6 +12,7 @@ from hwperfd.counters.errors import CountersLimit
 from hwperfd.counters.threads import (
     MIN_WAIT_NS,
     TIMED_GRACE_NS,
+    TIMED_IDLE_GRID_NS,
     ProcessExeced,
     ProcessExited,
     ThreadContext,
@@ -244,11 +245,13 @@ def test_a_thread_that_times_itself_is_told_its_cpu_time_left_and_the_tick_falls
     due = table.next_due()
     assert due is not None and asked <= due - MS - TIMED_GRACE_NS <= time.monotonic_ns()
     # The thread sleeps: each look that finds it has not run waits twice as long.
-    waits = []
+    # Its looks fall on a grid, to share the tick's wake-ups with other idle threads'.
+    dues = []
     for look in range(3):
         table.tick(ctx, now=look)
-        waits.append(table.next_due() - look)
-    assert waits == [MS + TIMED_GRACE_NS, 2 * (MS + TIMED_GRACE_NS), 4 * (MS + TIMED_GRACE_NS)]
+        dues.append(table.next_due())
+    grid = TIMED_IDLE_GRID_NS
+    assert dues == [-(-(look + (MS + TIMED_GRACE_NS) * 2**look) // grid) * grid for look in range(3)]
     host.run(10, MS // 2)
     table.tick(ctx, now=0)
     assert table.next_due() == MS // 2 + TIMED_GRACE_NS  # it ran: back to the instant and the grace
