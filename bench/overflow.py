@@ -210,7 +210,7 @@ def main() -> None:
                   f"{'past':>6} {'p99':>6} {'late':>9} {'p99':>9}")  # fmt: skip
             for ms in (float(p) for p in args.periods.split(",")):
                 period = int(ms * MHZ * 1000)
-                cpu_ms = args.cpu_ms or max(300, int(20 * ms))
+                cpu_ms = args.cpu_ms or max(300, int(20.5 * ms))  # half a period past the 20th
                 for personality in ("perfctr", "cpc"):
                     for timer in (True, False):
                         print(run(client, mnt, personality, period, cpu_ms, timer), flush=True)
