@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Overflow signals on the real clock: how many arrive, and how late.
 
-    python3 bench/overflow.py [--cpu-ms MS] [--periods 1,10,100]
+    python3 bench/overflow.py [--cpu-ms MS] [--periods 1,10,100] [--idle N]
 
 Mounts hwperfd (--clock real, intel at 2400 MHz, 2 CPUs) in a temporary
 directory and runs bench/overflow_client.c, linked with libperfctr and
@@ -9,16 +9,19 @@ libcpc, as a sampling profiler does: one overflow-interrupting cycles
 counter (user and system mode) of each period, restarted from the signal
 handler (perfctr i-mode and vperfctr_iresume; libcpc CPC_OVF_NOTIFY_EMT,
 preset and cpc_set_restart), while the client burns --cpu-ms of its own CPU
-time.  Per personality and period it prints:
+time.  Per personality and period, with the libraries' overflow timer
+("timer": docs/overflow.md) and without it (HWPERFD_OVERFLOW_TIMER=0, the
+daemon's tick alone, as before the timer), it prints:
 
   signals  what arrived; "of cpu" what the CPU time holds (cycles of it /
            period); "of counted" what the counter counted / period - the
            counters stop at the overflowing event, so this one is exact;
   past     counts past the overflow read in the handler (median, p99):
            0 when the counters froze at the event;
-  late     thread CPU time between the overflow and the handler (median,
-           p99, us): the time the counters stood frozen, which "of cpu"
-           loses to "of counted".
+  late     counts the CPU time between the overflow and the handler's
+           restart is worth (median, p99; the restart before it and the
+           handler's own read included): the time the counters stood frozen,
+           which "of cpu" loses to "of counted".
 
 Then four threads of one process, each on its own period (the periods
 given, and one longer than the run, which must get none), alone and beside
@@ -26,6 +29,11 @@ a CPU-bound process on every CPU (tests/overflow/four_threads.c): per
 thread, signals against the CPU time's and the counted cycles' worth, and
 signals that reached a thread that did not overflow ("foreign", with the
 main thread's "stray").
+
+Last, the idle cost: --idle processes (2 000; --quick 50) that block on a
+pipe, each with a vperfctr i-mode counter of a 100 ms period through
+libperfctr, and the daemon's CPU time over 10 s (% of one core), with the
+timer and without it; the goal is under 1%.
 """
 
 from __future__ import annotations
@@ -73,21 +81,23 @@ def pct(values: list[int], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))] if values else 0
 
 
-def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int) -> str:
+def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int, timer: bool = True) -> str:
+    env = {**os.environ, "HWPERFD_MOUNT": str(mnt), "HWPERFD_OVERFLOW_TIMER": "1" if timer else "0"}
     done = subprocess.run([str(client), personality, str(period), str(cpu_ms), str(MHZ)], capture_output=True,
-                          text=True, env={**os.environ, "HWPERFD_MOUNT": str(mnt)}, timeout=600)  # fmt: skip
+                          text=True, env=env, timeout=600)  # fmt: skip
+    label = f"{personality} {'timer' if timer else 'tick'}"
     if done.returncode:
-        return f"{personality:8} failed: {done.stderr.strip()}"
+        return f"{label:13} failed: {done.stderr.strip()}"
     head, *rows = done.stdout.splitlines()
     fields = dict(kv.split("=") for kv in head.split())
     signals, counted, cpu_ns = int(fields["signals"]), int(fields["counted"]), int(fields["cpu_ns"])
     past = [int(r.split()[0]) for r in rows]
-    late = [int(r.split()[1]) for r in rows]
+    late = [int(r.split()[1]) * MHZ // 1000 for r in rows]  # CPU ns -> cycles
     of_cpu = cpu_ns * MHZ / 1000 / period
     return (
-        f"{personality:8} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {counted // period:10d}"
-        f" {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
-        f" {statistics.median(late) / 1e3 if late else 0:9.1f} {pct(late, 0.99) / 1e3:9.1f}"
+        f"{label:13} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {signals / of_cpu:6.1%}"
+        f" {counted // period:10d} {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
+        f" {statistics.median(late) if late else 0:9.0f} {pct(late, 0.99):9.0f}"
     )
 
 
@@ -118,13 +128,76 @@ def run_threads(client: Path, mnt: Path, personality: str, periods: list[int], c
     return out
 
 
+IDLE_CHILD = r"""
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "libperfctr.h"
+/* One idle counted process: a vperfctr i-mode cycles counter of PERIOD, then
+   it says "1" on stdout and blocks on stdin until it closes. */
+int main(int argc, char **argv)
+{
+    struct vperfctr_control c;
+    struct vperfctr *v = vperfctr_open();
+    char b;
+
+    (void)argc;
+    memset(&c, 0, sizeof c);
+    c.si_signo = 29;
+    c.cpu_control.tsc_on = 1;
+    c.cpu_control.nrictrs = 1;
+    c.cpu_control.evntsel[0] = 0x3C | (3 << 16) | (1 << 20) | (1 << 22);
+    c.cpu_control.ireset[0] = -atoi(argv[1]);
+    if (v == NULL || vperfctr_control(v, &c) < 0)
+        return perror("vperfctr"), 1;
+    write(1, "1", 1);
+    return read(0, &b, 1) < 0;
+}
+"""
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, seconds: float) -> str:
+    """The daemon's CPU over ``seconds`` with ``n`` idle i-mode counting processes."""
+    source = tmp / "idle.c"
+    source.write_text(IDLE_CHILD.replace("#include <unistd.h>", "#include <unistd.h>\n#include <stdlib.h>"))
+    binary = build(tmp, source)
+    env = {**os.environ, "HWPERFD_MOUNT": str(mnt), "HWPERFD_OVERFLOW_TIMER": "1" if timer else "0"}
+    children = []
+    try:
+        for _ in range(n):
+            child = subprocess.Popen([str(binary), str(100 * MHZ * 1000)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env)  # fmt: skip
+            children.append(child)
+            assert child.stdout is not None
+            if child.stdout.read(1) != b"1":
+                return f"idle: a child failed: {child.wait()}"
+        time.sleep(1)  # the looks at the new contexts settle
+        before, wall = cpu_s(daemon.pid), time.monotonic()
+        time.sleep(seconds)
+        share = (cpu_s(daemon.pid) - before) / (time.monotonic() - wall)
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+    label = "timer" if timer else "tick"
+    return f"{n} idle i-mode processes, {label:5}: daemon {share:.2%} of a core over {seconds:.0f} s (goal < 1%)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-ms", type=int, default=0, help="CPU time per run (default: 20 periods, at least 300 ms)")
     parser.add_argument("--periods", default="1,10,100", help="periods in ms of CPU time at 2400 MHz")
     parser.add_argument("--threads", default="1,2,5", help="three threads' periods in ms (a fourth never overflows)")
-    if os.environ.get("HWPERFD_BENCH_QUICK") == "1":  # bench/run.py --quick: a smoke test
-        parser.set_defaults(cpu_ms=40, periods="1")
+    parser.add_argument("--idle", type=int, default=2000, help="idle counting processes for the idle cost (0: none)")
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    quick = os.environ.get("HWPERFD_BENCH_QUICK") == "1"
+    if quick:  # bench/run.py --quick: a smoke test
+        parser.set_defaults(cpu_ms=40, periods="1", idle=20, idle_seconds=1.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hwperfd-overflow-") as name:
         tmp = Path(name)
@@ -133,13 +206,14 @@ def main() -> None:
         daemon, mnt = mount(tmp)
         try:
             print(f"hwperfd real clock, intel {MHZ} MHz; load average {os.getloadavg()[0]:.1f}")
-            print(f"{'':8} {'period':>11} {'signals':>7} {'of cpu':>9} {'of counted':>10} "
-                  f"{'past':>6} {'p99':>6} {'late us':>9} {'p99':>9}")  # fmt: skip
+            print(f"{'':13} {'period':>11} {'signals':>7} {'of cpu':>9} {'got':>6} {'of counted':>10} "
+                  f"{'past':>6} {'p99':>6} {'late':>9} {'p99':>9}")  # fmt: skip
             for ms in (float(p) for p in args.periods.split(",")):
                 period = int(ms * MHZ * 1000)
-                cpu_ms = args.cpu_ms or max(300, int(20 * ms))
+                cpu_ms = args.cpu_ms or max(300, int(20.5 * ms))  # half a period past the 20th
                 for personality in ("perfctr", "cpc"):
-                    print(run(client, mnt, personality, period, cpu_ms), flush=True)
+                    for timer in (True, False):
+                        print(run(client, mnt, personality, period, cpu_ms, timer), flush=True)
             periods = [int(float(p) * MHZ * 1000) for p in args.threads.split(",")]
             cpu_ms = args.cpu_ms or max(300, int(20 * max(periods) / MHZ / 1000))
             periods.append(2**31 - 1)  # perfctr's longest ireset: longer than the run, never overflows
@@ -148,6 +222,9 @@ def main() -> None:
             for busy in (False, True):
                 for personality in ("perfctr", "cpc"):
                     print("\n".join(run_threads(threads, mnt, personality, periods, cpu_ms, busy)), flush=True)
+            if args.idle:
+                for timer in (True, False):
+                    print(idle(tmp, mnt, daemon, args.idle, timer, args.idle_seconds), flush=True)
         finally:
             daemon.terminate()
             daemon.wait(timeout=30)

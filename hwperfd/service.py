@@ -107,7 +107,8 @@ class Daemon:
         # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
         # threads run the profile their process runs.
         self.threads = ThreadTable(
-            self.cpus.model, self.cpus.mhz, self.clock, self.kernel.profile, processes.read_thread_start
+            self.cpus.model, self.cpus.mhz, self.clock, self.kernel.profile, processes.read_thread_start,
+            host_time=isinstance(self.clock, RealClock),
         )
         self.events: procevents.ProcessEvents | None = None
         # Thread events reach the daemon only for processes with thread

@@ -66,6 +66,11 @@ HWPERFD_CPC_SAMPLE_EXECS = 1
 # SIGSTKFLT, which Linux never sends) in the same thread with si_code
 # EMT_CPCOVF, as Solaris's kernel did.
 HWPERFD_CPC_SIGCARRIER = 62
+# ci_preset of a bind, restart or sample of the caller's own set: TIMED asks
+# for the CPU ns before the set's nearest overflow interrupt, answered in it
+# (NO_OVERFLOW: none can come); libcpc arms a timer on it.
+HWPERFD_CPC_TIMED = 1
+HWPERFD_CPC_NO_OVERFLOW = 2**64 - 1
 SIGEMT = 16  # SIGSTKFLT
 EMT_CPCOVF = 1  # illumos x86's value (SPARC used 2, after EMT_TAGOVF)
 

@@ -132,6 +132,14 @@ VPERFCTR_ATTACH = _IOW(chr(_P), 14, VPERFCTR_ATTACH_SIZE)  # hwperfd
 # hwperfd: the path of the calling thread's state page (<hwperfd/state.h>),
 # what perfctr's mmap() of the vperfctr file gave its owning thread.
 VPERFCTR_STATEPAGE = _ior(15, VPERFCTR_STATEPAGE_SIZE)  # hwperfd
+# hwperfd: the CPU ns the calling thread may run before its vperfctr's nearest
+# i-mode overflow (a uint64_t; NO_OVERFLOW when none can come): libperfctr
+# arms a timer on it that lands the overflow on its instant (docs/overflow.md).
+VPERFCTR_OVERFLOW_NS = _ior(20, 8)  # hwperfd
+# hwperfd: VPERFCTR_IRESUME answering what VPERFCTR_OVERFLOW_NS would after it (one round trip).
+VPERFCTR_IRESUME_NS = _ior(21, 8)  # hwperfd
+NO_OVERFLOW = 2**64 - 1
+OVERFLOW_NS_PACK = struct.Struct("<Q")
 GPERFCTR_CONTROL = _IOWR(chr(_P), 16, GPERFCTR_CPU_CONTROL_SIZE)
 GPERFCTR_READ = _IOWR(chr(_P), 17, GPERFCTR_CPU_STATE_SIZE)
 GPERFCTR_STOP = _IO(chr(_P), 18)

@@ -42,6 +42,16 @@ from hwperfd.trace import recorder as trace
 CpuTimes = tuple[int, int]
 PER_USER = 1024  # contexts one unprivileged uid may hold, all services together
 MIN_WAIT_NS = 100_000  # a look finds an overflow still pending (its service has not taken it): not sooner again
+# A context whose own thread times its overflows (``left_ns``): the tick's
+# look, the fallback, waits this long past the instant the thread was told.
+TIMED_GRACE_NS = 1_000_000
+# ... and while its thread does not run at all, the wait doubles at each look, up to this:
+# an idle timed thread costs a look every 10 s at most, and should its timer not ring, its
+# overflow comes late, never lost.
+TIMED_IDLE_MAX_NS = 10_000_000_000
+# Those idle looks fall on a grid of this step, so that many idle threads share one wake-up of
+# the tick (each wake-up goes through every context).
+TIMED_IDLE_GRID_NS = 100_000_000
 
 
 class ThreadClock(Protocol):
@@ -102,6 +112,9 @@ class ThreadContext:
     # The tick's next look (monotonic ns), valid while cpu.version is due_version.
     due: int = 0
     due_version: int = -1
+    timed: bool = False  # its thread's library arms a timer at each overflow instant (left_ns)
+    looked: int = -1  # CPU ns (user + system) counted at the tick's last look
+    idle_wait: int = 0  # the tick's last wait while the timed thread did not run
 
 
 @dataclass
@@ -129,10 +142,14 @@ class ThreadTable:
         profile: Callable[[int], WorkloadProfile],
         start_of: Callable[[int, int], int | None],
         per_user: int = PER_USER,
+        host_time: bool = False,
     ) -> None:
         """``profile(pid)`` is the workload profile a process runs (set per
         process, shared by its threads); ``start_of(pid, tid)`` the start
-        time of a live thread, None if gone."""
+        time of a live thread, None if gone; ``host_time``: the clock is the
+        host's, whose overflow instants a thread's own timer can catch
+        (``left_ns``)."""
+        self.host_time = host_time
         self.model = model
         self.mhz = mhz
         self.clock = clock
@@ -291,10 +308,39 @@ class ThreadTable:
         """The tick's look at an interrupting context: catch it up, and say
         when it next needs one: when its nearest overflow could come."""
         self.catch_up(ctx)
-        headroom = ctx.cpu.headroom_ns(self._profile(ctx.pid).rates)
-        wait = 1 << 62 if headroom is None else max(headroom, MIN_WAIT_NS)
+        self._schedule(ctx, now)
+
+    def left_ns(self, ctx: ThreadContext) -> int | None:
+        """Asked by the context's own thread, just caught up (its thread is
+        blocked in the call, so the host's account of its CPU time is exact):
+        the CPU ns before its nearest overflow could come, for its library to
+        arm a timer on (docs/overflow.md); None when none can, or one is
+        pending, or the clock is not the host's.  From then on the tick's
+        look waits ``TIMED_GRACE_NS`` past that instant: it is the fallback."""
+        if not self.host_time:
+            return None
+        ctx.timed = True
+        ctx.idle_wait = 0
+        return self._schedule(ctx) or None
+
+    def _schedule(self, ctx: ThreadContext, now: int | None = None) -> int | None:
+        headroom = ctx.cpu.headroom_ns(self._profile(ctx.pid).rates) if ctx.running else None
+        ran = sum(ctx.seen)
+        if headroom is None:
+            wait = 1 << 62
+        elif ctx.timed and headroom and ran == ctx.looked:
+            # Not run since the last look: its own timer will see to it when it does.
+            ctx.idle_wait = min(max(2 * ctx.idle_wait, headroom + TIMED_GRACE_NS), TIMED_IDLE_MAX_NS)
+            wait = max(ctx.idle_wait, headroom + TIMED_GRACE_NS)
+        else:
+            ctx.idle_wait = 0
+            wait = max(headroom + (TIMED_GRACE_NS if ctx.timed and headroom else 0), MIN_WAIT_NS)
+        ctx.looked = ran
         ctx.due = (time.monotonic_ns() if now is None else now) + wait
+        if ctx.idle_wait:
+            ctx.due += -ctx.due % TIMED_IDLE_GRID_NS
         ctx.due_version = ctx.cpu.version
+        return headroom
 
     # -- the host's events -------------------------------------------------------
 
@@ -375,9 +421,10 @@ class ThreadTable:
         self._books.by_tid.setdefault(ctx.tid, {})[ctx.service] = ctx
         new = ctx.pid not in self._books.by_pid
         self._books.by_pid.setdefault(ctx.pid, set()).add(ctx.tid)
+        # The books are whole before the hook runs: should it fail, _drop still balances them.
+        self._books.per_owner[ctx.owner] = self._books.per_owner.get(ctx.owner, 0) + 1
         if new and self.on_processes_changed is not None:
             self.on_processes_changed()
-        self._books.per_owner[ctx.owner] = self._books.per_owner.get(ctx.owner, 0) + 1
 
     def _end(self, ctx: ThreadContext) -> None:
         hooks = self._hooks.get(ctx.service)

@@ -48,6 +48,8 @@ from structs import cpc as abi
 SERVICE = "cpc"  # the reservation's and the thread table's name for libcpc
 MAX_EXITED = 4096  # exited LWPs' final values kept for their binders (the oldest go first)
 MAX_EXECS = 8  # an LWP's exec values kept until its binder samples (the oldest go first)
+# Calls of an LWP on its own set that catch it up: HWPERFD_CPC_TIMED asks them for its next overflow's instant.
+_TIMED_CALLS = frozenset({abi.HWPERFD_CPCIO_BIND, abi.HWPERFD_CPCIO_RESTART, abi.HWPERFD_CPCIO_SAMPLE})
 
 Told = tuple[list[int], int]  # a set's values and virtual tick, as a sample answers them
 
@@ -217,6 +219,7 @@ class CpcDevice:
         io.ci_error, io.ci_subcode = 0, -1
         if self._overflow_first(cmd, io, caller):
             raise OSError(errno.EINTR, "an overflow signal comes first")
+        timed = cmd in _TIMED_CALLS and io.ci_target == abi.HWPERFD_CPC_LWP and io.ci_preset == abi.HWPERFD_CPC_TIMED
         try:
             self._calls[cmd](self, io, caller)
         except CpcError as exc:
@@ -224,6 +227,8 @@ class CpcDevice:
             trace.active.refused("cpc", caller.tid, caller.uid, cmd, io.ci_error)
         except OverflowError:
             io.ci_error = errno.EINVAL
+        if timed:
+            io.ci_preset = self._left_ns(caller)
         return 0, abi.build_head(io) + data[head : abi.CPC_IO_SIZE]
 
     def _overflow_first(self, cmd: int, io: Any, caller: Caller) -> bool:
@@ -251,6 +256,19 @@ class CpcDevice:
             return False
         binding.deferred = cmd
         return True
+
+    def _left_ns(self, caller: Caller) -> int:
+        """The CPU ns the calling LWP may run before its own set's nearest
+        overflow interrupt, after a call that caught it up (HWPERFD_CPC_TIMED:
+        libcpc arms a timer on it, docs/overflow.md)."""
+        ctx = self.threads.get(SERVICE, caller.tid) if self.threads is not None else None
+        if ctx is None or not isinstance(ctx.data, LwpBinding) or ctx.data.pctx or ctx.data.set.invalid:
+            return abi.HWPERFD_CPC_NO_OVERFLOW
+        # An overflow the call found goes now, before its answer, not at the
+        # sender's next round: this call is the timer's look at the instant.
+        self._deliver(ctx.pid, ctx.tid)
+        left = self.threads.left_ns(ctx) if self.threads is not None else None
+        return abi.HWPERFD_CPC_NO_OVERFLOW if left is None else left
 
     # -- binding ------------------------------------------------------------------
 

@@ -305,13 +305,14 @@ def thread_filter(watched: frozenset[int]) -> bytes:
     sending task, at its fork and exit), not the daemon."""
     insns: list[tuple[int, int, int, int]] = []
     checks = sorted(watched)
-    n = len(checks)
-    # After the two "tgid in A, pid in X" blocks: n compares, drop, accept.
+    # A conditional jump's offsets are 8 bits: every jump goes at most a few
+    # instructions, to the accept at 12 or to the check after its own.
     # fork block: 0 ld what; 1 jeq FORK; 2 jeq EXIT; 3 ld child_pid; 4 tax;
     # 5 ld child_tgid; 6 jeq x -> accept; 7 ja check; exit block: 8 ld pid;
-    # 9 tax; 10 ld tgid; 11 jeq x -> accept; then the checks at 12.
-    check_at = 12
-    accept_at = check_at + n + 1
+    # 9 tax; 10 ld tgid; 11 jeq x -> accept; 12 accept; then per watched
+    # process a compare and an accept, and the drop.
+    accept_at = 12
+    check_at = 13
 
     def jump(at: int, to: int) -> int:
         return to - at - 1
@@ -327,12 +328,12 @@ def thread_filter(watched: frozenset[int]) -> bytes:
     insns.append((_BPF_LD_W_ABS, 0, 0, _DATA_AT))  # 8 pid
     insns.append((_BPF_TAX, 0, 0, 0))  # 9
     insns.append((_BPF_LD_W_ABS, 0, 0, _DATA_AT + 4))  # 10 tgid
-    insns.append((_BPF_JEQ_X, jump(11, accept_at), 0, 0))  # 11
-    for i, tgid in enumerate(checks):
-        at = check_at + i
-        insns.append((_BPF_JEQ_K, jump(at, accept_at), 0, _wire(tgid)))
+    insns.append((_BPF_JEQ_X, jump(11, accept_at), jump(11, check_at), 0))  # 11
+    insns.append((_BPF_RET_K, 0, 0, _ACCEPT))  # 12
+    for tgid in checks:
+        insns.append((_BPF_JEQ_K, 0, 1, _wire(tgid)))  # equal: the accept after it; else past it
+        insns.append((_BPF_RET_K, 0, 0, _ACCEPT))
     insns.append((_BPF_RET_K, 0, 0, _DROP))
-    insns.append((_BPF_RET_K, 0, 0, _ACCEPT))
     return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
 
 

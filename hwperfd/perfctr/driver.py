@@ -446,6 +446,21 @@ class Virtual:
         ireload(perfctr.state)
         resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
 
+    def left_ns(self, perfctr: Vperfctr, caller: int, caught_up: bool = False) -> int:
+        """VPERFCTR_OVERFLOW_NS (hwperfd): the vperfctr's own thread asks
+        how much of its CPU time may pass before its nearest i-mode overflow
+        (libperfctr arms a timer on it, docs/overflow.md).  The look catches
+        the counters up first, so a call at the instant finds the overflow
+        and signals the thread as it returns; NO_OVERFLOW when none can come
+        (or one is pending), and to any other thread."""
+        ctx = perfctr.ctx
+        if ctx is None or ctx.tid != caller:
+            return abi.NO_OVERFLOW
+        if not caught_up:
+            self.catch_up(perfctr)
+        left = self.threads.left_ns(ctx) if perfctr.running else None
+        return abi.NO_OVERFLOW if left is None else left
+
     def read_state(self, perfctr: Vperfctr) -> tuple[int, int, list[int]]:
         """(cstatus, tsc sum, pmc sums) brought up to date."""
         self.catch_up(perfctr)
@@ -683,6 +698,8 @@ class PerfctrDevice:
         virtual = self.virtual
         virtual.finish(perfctr)
         live = virtual.alive(perfctr)
+        if cmd == abi.VPERFCTR_OVERFLOW_NS:
+            return 0, abi.OVERFLOW_NS_PACK.pack(virtual.left_ns(perfctr, caller) if live else abi.NO_OVERFLOW)
         if live and perfctr.ctx is not None and perfctr.ctx.tid != caller:
             task = tasks.read_task(perfctr.ctx.tid)
             if task is not None:
@@ -696,8 +713,10 @@ class PerfctrDevice:
             virtual.control(perfctr, ctl.PerfctrControl.parse(request.cpu_control), request.si_signo,
                             request.preserve, request.flags)  # fmt: skip
             return 0, b""
-        if cmd == abi.VPERFCTR_IRESUME:
+        if cmd in (abi.VPERFCTR_IRESUME, abi.VPERFCTR_IRESUME_NS):
             virtual.iresume(perfctr)
+            if cmd == abi.VPERFCTR_IRESUME_NS:
+                return 0, abi.OVERFLOW_NS_PACK.pack(virtual.left_ns(perfctr, caller, caught_up=True))
             return 0, b""
         if cmd == abi.VPERFCTR_UNLINK:
             virtual.unlink(perfctr)
@@ -738,7 +757,8 @@ class PerfctrDevice:
 
 _VIRTUAL = frozenset({
     abi.VPERFCTR_CONTROL, abi.VPERFCTR_IRESUME, abi.VPERFCTR_UNLINK, abi.VPERFCTR_READ_SUM,
-    abi.VPERFCTR_READ_CONTROL, abi.VPERFCTR_READ_STATE,
+    abi.VPERFCTR_READ_CONTROL, abi.VPERFCTR_READ_STATE, abi.VPERFCTR_OVERFLOW_NS,
+    abi.VPERFCTR_IRESUME_NS,
 })  # fmt: skip
 
 

@@ -38,7 +38,7 @@ class PerfctrNode:
         finally:
             # Refused calls too: a control may have stopped the counters before
             # it was refused.  Reads leave a page as exact as it was.
-            if call.data or call.cmd in (abi.VPERFCTR_IRESUME, abi.VPERFCTR_UNLINK):
+            if call.data or call.cmd in (abi.VPERFCTR_IRESUME, abi.VPERFCTR_IRESUME_NS, abi.VPERFCTR_UNLINK):
                 if tid is not None:
                     changed.page(self.pages, tid, resplit=call.pid == tid)
                 changed.controls = True  # i-mode counters (resumed too) want the clock tick

@@ -124,6 +124,14 @@ struct hwperfd_vperfctr_statepage {
 #define VPERFCTR_READ_STATE	 _IOR(_PERFCTR_IOCTL,13,struct hwperfd_vperfctr_state)
 #define VPERFCTR_ATTACH		 _IOW(_PERFCTR_IOCTL,14,struct hwperfd_vperfctr_attach)
 #define VPERFCTR_STATEPAGE	 _IOR(_PERFCTR_IOCTL,15,struct hwperfd_vperfctr_statepage)
+/* hwperfd: the CPU ns the calling thread may run before its vperfctr's
+   nearest i-mode overflow (HWPERFD_NO_OVERFLOW: none can come); the call
+   catches the counters up, so one made at that instant finds the overflow.
+   libperfctr arms a timer on it (docs/overflow.md). */
+#define VPERFCTR_OVERFLOW_NS	 _IOR(_PERFCTR_IOCTL,20,unsigned long long)
+/* hwperfd: VPERFCTR_IRESUME, answering what VPERFCTR_OVERFLOW_NS would after it */
+#define VPERFCTR_IRESUME_NS	 _IOR(_PERFCTR_IOCTL,21,unsigned long long)
+#define HWPERFD_NO_OVERFLOW	 (~0ULL)
 
 #define GPERFCTR_CONTROL	_IOWR(_PERFCTR_IOCTL,16,struct gperfctr_cpu_control)
 #define GPERFCTR_READ		_IOWR(_PERFCTR_IOCTL,17,struct gperfctr_cpu_state)

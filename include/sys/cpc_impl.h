@@ -88,6 +88,16 @@ typedef struct {
  */
 #define	HWPERFD_CPC_SIGCARRIER	62	/* SIGRTMAX - 2 */
 
+/*
+ * ci_preset of a bind, restart or sample of the calling LWP's own set
+ * (HWPERFD_CPC_LWP): HWPERFD_CPC_TIMED asks the daemon to answer in it the
+ * CPU ns the LWP may run before the set's nearest overflow interrupt
+ * (HWPERFD_CPC_NO_OVERFLOW: none can come); libcpc arms a timer on it
+ * that lands the overflow on its instant (docs/overflow.md).
+ */
+#define	HWPERFD_CPC_TIMED	1
+#define	HWPERFD_CPC_NO_OVERFLOW	(~(uint64_t)0)
+
 struct hwperfd_cpc_attr {
 	char		ka_name[CPC_MAX_ATTR_LEN];
 	uint64_t	ka_val;

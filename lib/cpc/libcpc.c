@@ -31,6 +31,8 @@
 #include <libcpc.h>
 
 #define MAX_LIST 65536
+#define OVF_SIGNAL 60		/* SIGRTMAX - 4: the overflow timer's (lib/overflow_timer.h) */
+#include "../overflow_timer.h"
 
 enum cs_state { CS_UNBOUND, CS_BOUND_CURLWP, CS_BOUND_PCTX, CS_BOUND_CPU };
 
@@ -216,6 +218,37 @@ static int open_node(void)
 	if (node_path(path, sizeof path) < 0)
 		return -1;
 	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* -- the overflow timer (lib/overflow_timer.h) ------------------------- */
+
+/* A call on the calling LWP's own set asks (HWPERFD_CPC_TIMED) for the CPU
+   time left before its nearest overflow interrupt: arm for it. */
+static void ovf_timed(struct hwperfd_cpc_io *io)
+{
+	io->ci_preset = HWPERFD_CPC_TIMED;
+}
+
+static void ovf_took(int fd, unsigned gen, const struct hwperfd_cpc_io *io)
+{
+	ovf_answer(fd, HWPERFD_CPC_SIGCARRIER, gen, io->ci_preset, io->ci_preset == HWPERFD_CPC_NO_OVERFLOW);
+}
+
+/* The look at the instant: a sample of the LWP's own set, which finds the
+   overflow; its carrier is held until the timer's handler returns.  EINTR:
+   the overflow's SIGEMT is on its way, and cpc_set_restart arms again. */
+static void ovf_look(int fd)
+{
+	struct hwperfd_cpc_io io;
+	unsigned gen = ovf_self.gen;
+
+	memset(&io, 0, sizeof io);
+	io.ci_target = HWPERFD_CPC_LWP;
+	ovf_timed(&io);
+	if (ioctl(fd, HWPERFD_CPCIO_SAMPLE, &io) == 0 && io.ci_error == 0)
+		ovf_took(fd, gen, &io);
+	else if (gen == ovf_self.gen)
+		ovf_disarm();
 }
 
 /* One call; -1 with errno (and the subcode through the handler) on refusal. */
@@ -803,6 +836,7 @@ static int pack(cpc_t *cpc, cpc_set_t *set, uint_t flags, struct hwperfd_cpc_io 
 int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 {
 	struct hwperfd_cpc_io io;
+	unsigned gen;
 
 	/* EINVAL: "the set was not created with this cpc handle" (ERRORS) */
 	if (!CPC_SET_VALID_FLAGS(flags) || !set_valid(cpc, set) || set->nreqs <= 0) {
@@ -812,8 +846,12 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 	if (pack(cpc, set, flags, &io, "cpc_bind_curlwp") < 0)
 		return -1;
 	io.ci_target = HWPERFD_CPC_LWP;
+	ovf_timed(&io);
+	ovf_hold();
+	gen = ovf_self.gen;
 	if (cpc_call(cpc, cpc->fd, HWPERFD_CPCIO_BIND, &io, "cpc_bind_curlwp") < 0)
 		return -1;
+	ovf_took(cpc->fd, gen, &io);
 	if (set->state == CS_UNBOUND)
 		__sync_fetch_and_add(&bound_sets, 1);
 	set->thr = (pid_t)syscall(SYS_gettid);
@@ -935,8 +973,19 @@ int cpc_request_preset(cpc_t *cpc, int index, uint64_t preset)
 
 int cpc_set_restart(cpc_t *cpc, cpc_set_t *set)
 {
+	struct hwperfd_cpc_io io;
+	unsigned gen;
+
 	(void) set;
-	return lwp_call(cpc, HWPERFD_CPCIO_RESTART, 0, 0);
+	memset(&io, 0, sizeof io);
+	io.ci_target = HWPERFD_CPC_LWP;
+	ovf_timed(&io);
+	ovf_hold();
+	gen = ovf_self.gen;
+	if (cpc_call(cpc, cpc->fd, HWPERFD_CPCIO_RESTART, &io, NULL) < 0)
+		return -1;
+	ovf_took(cpc->fd, gen, &io);
+	return 0;
 }
 
 int cpc_enable(cpc_t *cpc)
@@ -987,6 +1036,7 @@ static int unbind(cpc_t *cpc, cpc_set_t *set)
 		return -1;
 	case CS_BOUND_CURLWP:
 		io.ci_target = HWPERFD_CPC_LWP;
+		ovf_disarm();
 		ret = cpc_call(cpc, cpc->fd, HWPERFD_CPCIO_RELE, &io, NULL);
 		error = errno;
 		break;
@@ -1020,6 +1070,7 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 {
 	struct hwperfd_cpc_io io;
 	int fd = cpc->fd;
+	unsigned gen;
 
 	if (set->state == CS_UNBOUND || buf->n != set->nreqs) {
 		errno = EINVAL;
@@ -1029,6 +1080,7 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 	switch (set->state) {
 	case CS_BOUND_CURLWP:
 		io.ci_target = HWPERFD_CPC_LWP;
+		ovf_timed(&io);
 		break;
 	case CS_BOUND_CPU:
 		io.ci_target = HWPERFD_CPC_CPU;
@@ -1044,8 +1096,11 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 		errno = EINVAL;
 		return -1;
 	}
+	gen = ovf_self.gen;
 	if (cpc_call(cpc, fd, HWPERFD_CPCIO_SAMPLE, &io, NULL) < 0)
 		return -1;
+	if (set->state == CS_BOUND_CURLWP)
+		ovf_took(fd, gen, &io);
 	if ((int)io.ci_nreqs != set->nreqs) {
 		/* another set was bound to the LWP since: this one is gone */
 		errno = EINVAL;

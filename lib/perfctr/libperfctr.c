@@ -37,6 +37,8 @@
 #include "hwperfd/state.h"
 
 #define OVF_TAG 0x50435452ULL	/* hwperfd/perfctr/driver.py OVF_TAG */
+#define OVF_SIGNAL 61		/* SIGRTMAX - 3: the overflow timer's (lib/overflow_timer.h) */
+#include "../overflow_timer.h"
 
 static int node_open(void)
 {
@@ -118,6 +120,24 @@ static int vioctl(int fd, unsigned long cmd, const void *arg)
     return r;
 }
 
+/* -- the overflow timer (lib/overflow_timer.h) ----------------------------- */
+
+static __thread int ovf_sig;	/* si_signo of the thread's own i-mode control */
+
+/* Ask the daemon how much CPU time is left before the nearest i-mode
+   overflow of the calling thread's vperfctr on `fd`, and arm for it.  At the
+   instant the same call finds the overflow, whose signal comes as it
+   returns. */
+static void ovf_look(int fd)
+{
+    unsigned long long left = HWPERFD_NO_OVERFLOW;
+    unsigned gen = ovf_self.gen;
+
+    if (ioctl(fd, VPERFCTR_OVERFLOW_NS, &left) < 0)
+	left = HWPERFD_NO_OVERFLOW;
+    ovf_answer(fd, ovf_sig, gen, left, left == HWPERFD_NO_OVERFLOW);
+}
+
 static int attach(int tid, int creat)
 {
     struct hwperfd_vperfctr_attach request;
@@ -143,9 +163,20 @@ int _vperfctr_open(int creat)
 
 static int control_fd(int fd, const struct vperfctr_control *control, int local)
 {
-    if (local && control->cpu_control.nrictrs && control->si_signo)
+    int r, imode = control->cpu_control.nrictrs && control->si_signo;
+
+    if (local && imode)
 	interpose(control->si_signo);
-    return vioctl(fd, VPERFCTR_CONTROL, control);
+    if (local) {
+	ovf_hold();
+	ovf_sig = imode ? (int)control->si_signo : 0;
+    }
+    r = vioctl(fd, VPERFCTR_CONTROL, control);
+    if (local && r == 0 && imode)
+	ovf_look(fd);
+    else if (local)
+	ovf_disarm();
+    return r;
 }
 
 int _vperfctr_control(int fd, const struct vperfctr_control *control)
@@ -372,6 +403,7 @@ int vperfctr_stop(const struct vperfctr *perfctr)
     struct vperfctr_control control;
 
     memset(&control, 0, sizeof control);
+    ovf_disarm();
     return vioctl(perfctr->fd, VPERFCTR_CONTROL, &control);
 }
 
@@ -386,16 +418,28 @@ int vperfctr_is_running(const struct vperfctr *perfctr)
 
 int vperfctr_iresume(const struct vperfctr *perfctr)
 {
-    return vioctl(perfctr->fd, VPERFCTR_IRESUME, NULL);
+    unsigned long long left = HWPERFD_NO_OVERFLOW;
+    unsigned gen;
+    int r;
+
+    ovf_hold();
+    gen = ovf_self.gen;
+    r = vioctl(perfctr->fd, VPERFCTR_IRESUME_NS, &left);
+    if (r == 0)
+	ovf_answer(perfctr->fd, ovf_sig, gen, left, left == HWPERFD_NO_OVERFLOW);
+    return r;
 }
 
 int vperfctr_unlink(const struct vperfctr *perfctr)
 {
+    ovf_disarm();
     return vioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
 }
 
 void vperfctr_close(struct vperfctr *perfctr)
 {
+    if (ovf_self.fd == perfctr->fd)
+	ovf_disarm();
     hwperfd_state_close(&perfctr->page);
     close(perfctr->fd);
     free(perfctr);

@@ -4,12 +4,15 @@ identity, time, inheritance, exec and exit, as events given as data."""
 from __future__ import annotations
 
 from fractions import Fraction
+import time
 
 import pytest
 
 from hwperfd.counters.errors import CountersLimit
 from hwperfd.counters.threads import (
     MIN_WAIT_NS,
+    TIMED_GRACE_NS,
+    TIMED_IDLE_GRID_NS,
     ProcessExeced,
     ProcessExited,
     ThreadContext,
@@ -220,6 +223,51 @@ def test_the_tick_waits_out_a_contexts_headroom_and_a_register_write_ends_the_wa
     assert table.interrupting(now=10_000_000 + MIN_WAIT_NS) == [far]
     far.cpu.program(0, CYCLES)  # no interrupt left: nothing is ever due
     assert table.next_due() is None and table.interrupting(now=1 << 62) == []
+
+
+def test_a_thread_that_times_itself_is_told_its_cpu_time_left_and_the_tick_falls_back_a_grace_later(host):
+    """The thread's own call (its library arms a timer on the answer): the
+    CPU ns left before the nearest interrupting overflow at the fullest
+    rate; the tick's look, the fallback, comes TIMED_GRACE_NS after the
+    instant.  Pending, or nothing interrupting: None, and no wait."""
+    unit = WorkloadProfile.named("unit")
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True)
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=1000)
+    ctx.cpu.program(0, CYCLES | X86_INT)
+    ctx.cpu.write(0, -2 * MS)  # 2 ms of CPU time at 1000 MHz
+    host.run(10, MS // 2, MS // 2)
+    table.catch_up(ctx)
+    before = table.next_due()
+    assert before is not None and before <= 0  # never looked at: due at once
+    asked = time.monotonic_ns()
+    assert table.left_ns(ctx) == MS and ctx.timed
+    due = table.next_due()
+    assert due is not None and asked <= due - MS - TIMED_GRACE_NS <= time.monotonic_ns()
+    # The thread sleeps: each look that finds it has not run waits twice as long.
+    # Its looks fall on a grid, to share the tick's wake-ups with other idle threads'.
+    dues = []
+    for look in range(3):
+        table.tick(ctx, now=look)
+        dues.append(table.next_due())
+    grid = TIMED_IDLE_GRID_NS
+    assert dues == [-(-(look + (MS + TIMED_GRACE_NS) * 2**look) // grid) * grid for look in range(3)]
+    host.run(10, MS // 2)
+    table.tick(ctx, now=0)
+    assert table.next_due() == MS // 2 + TIMED_GRACE_NS  # it ran: back to the instant and the grace
+    host.run(10, MS // 2)
+    table.catch_up(ctx)
+    assert ctx.cpu.pending(0) and table.left_ns(ctx) is None
+    ctx.cpu.program(0, CYCLES)
+    assert table.left_ns(ctx) is None and table.next_due() is None
+
+
+def test_under_the_manual_clock_no_thread_is_told_to_time_itself(host, table):
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=1000)
+    ctx.cpu.program(0, CYCLES | X86_INT)
+    ctx.cpu.write(0, -2 * MS)
+    assert table.left_ns(ctx) is None and not ctx.timed
 
 
 def test_a_gone_thread_is_swept_and_catch_up_says_so(host, table):

@@ -1,4 +1,4 @@
-"""A real-clock mount and the multi-threaded samplers (tests/overflow/*.c),
+"""Real-clock and manual-clock mounts and the samplers (tests/overflow/*.c),
 linked with libperfctr and libcpc, where any user can run them."""
 
 from __future__ import annotations
@@ -14,16 +14,33 @@ HERE = Path(__file__).resolve().parent
 MHZ = 1000  # 1 ms of CPU time = 1 000 000 cycles
 
 
-@pytest.fixture(scope="session")
-def four_threads(shared_tmp) -> Path:
+def _build(shared_tmp: Path, name: str) -> Path:
     subprocess.run(["make", "-s", "-C", str(ROOT / "lib")], check=True)
     out = shared_tmp / "overflow-bin"
     out.mkdir(mode=0o755, exist_ok=True)
-    target = out / "four_threads"
+    target = out / name
     subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", "-o", str(target),
-                    str(HERE / "four_threads.c"), str(ROOT / "lib" / "libperfctr.a"), str(ROOT / "lib" / "libcpc.a"),
+                    str(HERE / f"{name}.c"), str(ROOT / "lib" / "libperfctr.a"), str(ROOT / "lib" / "libcpc.a"),
                     "-pthread"], check=True)  # fmt: skip
     return target
+
+
+@pytest.fixture(scope="session")
+def four_threads(shared_tmp) -> Path:
+    return _build(shared_tmp, "four_threads")
+
+
+@pytest.fixture(scope="session")
+def timed(shared_tmp) -> Path:
+    return _build(shared_tmp, "timed")
+
+
+@pytest.fixture(scope="session")
+def intel_manual(shared_tmp):
+    """Two Core 2 CPUs at 1000 MHz on the manual clock: long periods cost no time."""
+    with running_hwperfd(shared_tmp / "mnt-overflow-manual", shared_tmp / "hwperfd-overflow-manual.log", "--clock",
+                         "manual", "--cpus", "2", "--cpu-type", "intel", "--mhz", str(MHZ)) as m:  # fmt: skip
+        yield m
 
 
 @pytest.fixture(scope="session")

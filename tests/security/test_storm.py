@@ -48,7 +48,9 @@ def test_thread_events_of_unwatched_processes_are_dropped_in_the_kernel() -> Non
     async def main() -> list[tuple[int, int]]:
         seen = []
         async with pe.ProcessEvents() as events:
-            for watched in (frozenset({1}), frozenset({1, me}), frozenset(range(2, 2 + pe.MAX_WATCHED + 1)), None):
+            many = frozenset(range(2, 2 + pe.MAX_WATCHED - 1)) | {me}  # me last of the most the filter holds
+            for watched in (frozenset({1}), frozenset({1, me}), many, frozenset(range(2, 2 + pe.MAX_WATCHED + 1)),
+                            None):  # fmt: skip
                 events.watch_threads(watched)
                 await trio.sleep(0.05)
                 events.drain_nowait()
@@ -58,9 +60,12 @@ def test_thread_events_of_unwatched_processes_are_dropped_in_the_kernel() -> Non
                 seen.append(_mine(events.drain_nowait(), me))
         return seen
 
-    unwatched, watched, too_many, everything = trio.run(main)
+    unwatched, watched, many, too_many, everything = trio.run(main)
     assert unwatched == (0, 1)  # the fork of true still comes
     assert watched == (40, 1)  # 20 thread forks, 20 thread exits
+    # A filter of MAX_WATCHED processes (its jumps were 8-bit offsets past
+    # 255 compares: building it failed from 244 watched, and the daemon died).
+    assert many == (40, 1)
     assert too_many == (40, 1) and everything == (40, 1)  # past the filter's size: all through
 
 

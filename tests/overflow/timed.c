@@ -1,0 +1,164 @@
+/* One thread sampling its own cycles (user and system mode) at one period,
+ * as a sampling profiler does: perfctr, an i-mode counter and
+ * vperfctr_iresume; cpc, a CPC_OVF_NOTIFY_EMT request and cpc_set_restart.
+ * The handler only counts and restarts (a profiler takes the PC).
+ *
+ *   timed perfctr|cpc PERIOD burn CPU_MS   burn CPU_MS of its own CPU time
+ *   timed perfctr|cpc PERIOD wait          for the manual clock: prints
+ *        "ready pid=P", then per stdin line "expect N" waits until N signals
+ *        came (10 s at most) and prints the state; exits at EOF
+ *
+ * Prints "signals=N counted=C cpu_ns=T": C is what the counter counted (its
+ * sum), T the thread's own CPU time over the counting. */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <libcpc.h>
+#include "libperfctr.h"
+
+static long long period;
+static volatile long signals, foreign;
+static struct vperfctr *vperfctr;
+static cpc_t *cpc;
+static cpc_set_t *set;
+static cpc_buf_t *buf;
+static int request, use_cpc;
+
+static long long cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig; (void)uc;
+    if (use_cpc) {
+	if (si->si_code != EMT_CPCOVF) {
+	    ++foreign;
+	    return;
+	}
+	++signals;
+	cpc_set_restart(cpc, set);
+    } else {
+	if (si->si_code != SI_PMC_OVF || si->si_pmc_ovf_mask != 1) {
+	    ++foreign;
+	    return;
+	}
+	++signals;
+	if (vperfctr_iresume(vperfctr) < 0) {
+	    perror("vperfctr_iresume");
+	    abort();
+	}
+    }
+}
+
+static void start(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;	/* the wait's reads of stdin go on */
+    sigaction(use_cpc ? SIGEMT : SIGIO, &sa, NULL);
+    if (use_cpc) {
+	if ((cpc = cpc_open(CPC_VER_CURRENT)) == NULL || (set = cpc_set_create(cpc)) == NULL
+	    || (request = cpc_set_add_request(cpc, set, "PAPI_tot_cyc", UINT64_MAX - period + 1,
+					      CPC_COUNT_USER | CPC_COUNT_SYSTEM | CPC_OVF_NOTIFY_EMT,
+					      0, NULL)) < 0
+	    || (buf = cpc_buf_create(cpc, set)) == NULL || cpc_bind_curlwp(cpc, set, 0) < 0) {
+	    perror("cpc");
+	    exit(1);
+	}
+    } else {
+	struct vperfctr_control control;
+
+	if ((vperfctr = vperfctr_open()) == NULL) {
+	    perror("vperfctr_open");
+	    exit(1);
+	}
+	memset(&control, 0, sizeof control);
+	control.si_signo = SIGIO;
+	control.cpu_control.tsc_on = 1;
+	control.cpu_control.nrictrs = 1;
+	control.cpu_control.evntsel[0] = 0x3C | (1 << 16) | (1 << 17) | (1 << 20) | (1 << 22);
+	control.cpu_control.ireset[0] = (int)-period;
+	if (vperfctr_control(vperfctr, &control) < 0) {
+	    perror("vperfctr_control");
+	    exit(1);
+	}
+    }
+}
+
+/* What the counter counted so far: whole periods and the partial one. */
+static long long counted(void)
+{
+    if (use_cpc) {
+	uint64_t value;
+
+	cpc_set_sample(cpc, set, buf);
+	cpc_buf_get(cpc, buf, request, &value);
+	return signals * period + (long long)(value - (UINT64_MAX - period + 1));
+    } else {
+	struct perfctr_sum_ctrs sum;
+
+	vperfctr_read_ctrs(vperfctr, &sum);
+	return (long long)sum.pmc[0];
+    }
+}
+
+int main(int argc, char **argv)
+{
+    long long begin;
+
+    if (argc < 4)
+	return 2;
+    use_cpc = strcmp(argv[1], "cpc") == 0;
+    period = atoll(argv[2]);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (strcmp(argv[3], "burn") == 0 && argc == 5) {
+	volatile unsigned long spin = 0;
+	long long until, total;
+
+	begin = cpu_ns();
+	start();
+	until = begin + atoll(argv[4]) * 1000000LL;
+	while (cpu_ns() < until)
+	    for (int i = 0; i < 1000; ++i)
+		++spin;
+	if (use_cpc) {
+	    total = counted();
+	    cpc_unbind(cpc, set);
+	} else {
+	    vperfctr_stop(vperfctr);
+	    total = counted();
+	}
+	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld\n", (long)signals, total, cpu_ns() - begin,
+	       (long)foreign);
+	return 0;
+    }
+    if (strcmp(argv[3], "wait") == 0) {
+	char line[64];
+
+	start();
+	printf("ready pid=%d\n", (int)getpid());
+	while (fgets(line, sizeof line, stdin) != NULL) {
+	    long want = 0;
+	    int tries;
+
+	    if (sscanf(line, "expect %ld", &want) != 1)
+		continue;
+	    for (tries = 0; signals < want && tries < 10000; ++tries)
+		usleep(1000);
+	    printf("signals=%ld counted=%lld foreign=%ld\n", (long)signals, counted(), (long)foreign);
+	}
+	return 0;
+    }
+    return 2;
+}
