@@ -1,4 +1,5 @@
-"""The /proc PIOC* ioctls of r10k_counters(5), on the file of one process."""
+"""The /proc PIOC* ioctls of r10k_counters(5), on the file of one process:
+each command's handler and what it may change (hwperfd/node.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,19 @@ from hwperfd.irix import marshal
 from hwperfd.irix.calls import IoctlCall, Target
 from hwperfd.irix.errno_map import PointerArgument, UnknownCommand, to_oserror
 from hwperfd.irix.info import InfoIoctls
+from hwperfd.node import CONTROLS, COUNTS, PAGE, TEXTS, Call, Changed
 import structs
 
 Reply = tuple[int, bytes]
+Handler = Callable[[Target, IoctlCall], Reply]
+
+# What a call may change.  Any answered call may change what a text shows (a
+# read catches the counts up); a call that sets counters also changes the
+# process's state page, what reads answered in C rest on, and what the
+# overflow tick watches; one that ends or moves counts, all but the last.
+READS = TEXTS
+SETS = TEXTS | COUNTS | PAGE | CONTROLS
+ENDS = TEXTS | COUNTS | PAGE
 
 PID_MAX = 1 << 22  # Linux's largest pid_max (PID_MAX_LIMIT on 64-bit)
 
@@ -24,37 +35,42 @@ class ProcIoctls:
 
     def __init__(self, kernel: CounterKernel) -> None:
         self.kernel = kernel
-        self._commands: dict[int, Callable[[Target, IoctlCall], Reply]] = {
-            structs.PIOCENEVCTRS: self._enable,
-            structs.PIOCGETEVCTRS: self._read,
-            structs.PIOCGETPREVCTRS: self._read_usage,
-            structs.PIOCGETEVCTRL: self._control,
-            structs.PIOCSETEVCTRL: self._set_control,
-            structs.PIOCRELEVCTRS: self._release,
-            structs.PIOCSAVECCNTRS: self._save_child,
-            structs.HWPERFD_PIOCENEVCTRSEX: self._enable_ex,
-            structs.HWPERFD_PIOCGETEVCTRLEX: self._control_ex,
-            structs.PIOCENEVCTRSEX: self._pointers("PIOCENEVCTRSEX"),
-            structs.PIOCGETEVCTRLEX: self._pointers("PIOCGETEVCTRLEX"),
+        self._commands: dict[int, tuple[Handler, int]] = {
+            structs.PIOCENEVCTRS: (self._enable, SETS),
+            structs.PIOCGETEVCTRS: (self._read, READS),
+            structs.PIOCGETPREVCTRS: (self._read_usage, READS),
+            structs.PIOCGETEVCTRL: (self._control, READS),
+            structs.PIOCSETEVCTRL: (self._set_control, SETS),
+            structs.PIOCRELEVCTRS: (self._release, ENDS),
+            structs.PIOCSAVECCNTRS: (self._save_child, ENDS),  # the parent's counts move
+            structs.HWPERFD_PIOCENEVCTRSEX: (self._enable_ex, SETS),
+            structs.HWPERFD_PIOCGETEVCTRLEX: (self._control_ex, READS),
+            structs.PIOCENEVCTRSEX: (self._pointers("PIOCENEVCTRSEX"), 0),  # always refused
+            structs.PIOCGETEVCTRLEX: (self._pointers("PIOCGETEVCTRLEX"), 0),
         }
         # proc(4)'s informational ioctls (PIOCPSINFO, PIOCUSAGE, ...) too.
         self._info = InfoIoctls(kernel)
         for cmd, info in self._info.commands.items():
-            self._commands[cmd] = _on_pid(info)
+            self._commands[cmd] = (_on_pid(info), READS)
 
-    def __call__(self, pid: int, call: IoctlCall, start: int = 0, gone: bool = False) -> Reply:
-        """``start``: the start time of the process the file was opened on;
-        ``gone``: that process has been reaped.  An unknown command is ENOTTY
-        whatever the state of the process; a known one on a gone process ESRCH."""
-        handler = self._commands.get(call.cmd)
-        if handler is None:
+    def __call__(self, call: Call, changed: Changed) -> Reply:
+        """On the file of process ``call.target`` (opened on the one that
+        started at ``call.start``; ``call.gone``: it has been reaped since).
+        An unknown command is ENOTTY whatever the state of the process; a
+        known one on a gone process ESRCH.  What the command may change is
+        reported in ``changed`` once it answers: a refused call changes nothing."""
+        entry = self._commands.get(call.cmd)
+        if entry is None:
             raise UnknownCommand(call.cmd)
+        handler, changes = entry
         try:
-            if gone:
-                raise NoSuchProcess(f"pid {pid} is gone")
-            return handler(Target(pid, start), call)
+            if call.gone:
+                raise NoSuchProcess(f"pid {call.target} is gone")
+            reply = handler(Target(call.target, call.start), IoctlCall(*call[1:4], call.out_size, *call[4:7]))
         except CounterError as exc:
             raise to_oserror(exc) from None
+        changed.report(changes, call.target)
+        return reply
 
     def _enable(self, target: Target, call: IoctlCall) -> Reply:
         request = marshal.parse_request(call.data)
