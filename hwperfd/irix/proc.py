@@ -20,10 +20,13 @@ Reply = tuple[int, bytes]
 Handler = Callable[[Target, IoctlCall], Reply]
 
 # What a call may change.  Any answered call may change what a text shows (a
-# read catches the counts up); a call that sets counters also changes the
-# process's state page, what reads answered in C rest on, and what the
-# overflow tick watches; one that ends or moves counts, all but the last.
-READS = TEXTS
+# read catches the counts up).  After the counter read the bridge answers in
+# C (PIOCGETEVCTRS) the file is marked for it again; after any other call the
+# bridge's marks go, and the next read is the daemon's.  A call that sets
+# counters also changes the process's state page and what the overflow tick
+# watches; one that ends or moves counts, the page.
+FAST_READ = TEXTS
+READS = TEXTS | COUNTS
 SETS = TEXTS | COUNTS | PAGE | CONTROLS
 ENDS = TEXTS | COUNTS | PAGE
 
@@ -37,7 +40,7 @@ class ProcIoctls:
         self.kernel = kernel
         self._commands: dict[int, tuple[Handler, int]] = {
             structs.PIOCENEVCTRS: (self._enable, SETS),
-            structs.PIOCGETEVCTRS: (self._read, READS),
+            structs.PIOCGETEVCTRS: (self._read, FAST_READ),
             structs.PIOCGETPREVCTRS: (self._read_usage, READS),
             structs.PIOCGETEVCTRL: (self._control, READS),
             structs.PIOCSETEVCTRL: (self._set_control, SETS),
