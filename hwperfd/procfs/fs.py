@@ -436,6 +436,9 @@ class ProcFs(pyfuse3.Operations):
         handle = self._process_handle(fh, errno.ENOENT)
         self._check_reader(handle)
         inode = handle.inode
+        # Forks, execs and exits reported but not applied land first, as before
+        # an ioctl: time moved by hand must not fall on an image that is gone.
+        self._catch_up_events(None if inode == CONTROL_INODE else handle.pid or None)
         self.changed()
         if len(buf) > commands.MAX_WRITE:
             # Commands come whole in one write(2) of at most MAX_WRITE bytes: a
