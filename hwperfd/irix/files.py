@@ -17,7 +17,6 @@ import structs
 from hwperfd.counters.kernel import ptrace_readable
 from hwperfd.host import processes
 from hwperfd.irix import faults, machine
-from hwperfd.irix.calls import IoctlCall
 from hwperfd.irix.errno_map import UnknownCommand
 from hwperfd.irix.info import PINFO_COMMANDS, InfoIoctls
 from hwperfd.irix.proc import ProcIoctls
@@ -29,10 +28,6 @@ from hwperfd.node import COUNTS, TEXTS, Call, Changed, Mount, Reply
 _KNOWN = frozenset(v for k, v in vars(structs).items() if k.startswith(("PIOC", "HWPERFD_PIOC")) and isinstance(v, int))
 
 
-def _ioctl_call(call: Call) -> IoctlCall:
-    return IoctlCall(call.cmd, call.arg, call.data, call.out_size, call.pid, call.uid, call.gid)
-
-
 class RootFiles:
     """The mount's root: the emulated machine, for any user; it changes nothing."""
 
@@ -40,7 +35,7 @@ class RootFiles:
         self._kernel = mount.kernel
 
     def ioctl(self, call: Call, changed: Changed) -> Reply:
-        return machine.root_ioctl(self._kernel, _ioctl_call(call))
+        return machine.root_ioctl(self._kernel, call)
 
 
 class ControlFiles:
@@ -108,7 +103,7 @@ class PinfoFiles:
         self._faults.check(call.target, call.cmd)
         handler = self._info.commands.get(call.cmd) if call.cmd in PINFO_COMMANDS else None
         if handler is not None:
-            return handler(call.target, _ioctl_call(call))  # reads: they change nothing
+            return handler(call.target, call)  # reads: they change nothing
         if call.cmd in _KNOWN:
             raise OSError(errno.EINVAL, "a pinfo file answers only PIOCPSINFO, PIOCUSAGE, PIOCGETPTIMER, PIOCCRED")
         raise UnknownCommand(call.cmd)

@@ -10,7 +10,7 @@ from hwperfd.counters.errors import CounterError, InvalidRequest, NoSuchProcess
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
 from hwperfd.irix import marshal
-from hwperfd.irix.calls import IoctlCall, Target
+from hwperfd.irix.calls import IoctlCall, Target, caller
 from hwperfd.irix.errno_map import PointerArgument, UnknownCommand, to_oserror
 from hwperfd.irix.info import InfoIoctls
 from hwperfd.node import CONTROLS, COUNTS, PAGE, TEXTS, Call, Changed
@@ -69,7 +69,7 @@ class ProcIoctls:
         try:
             if call.gone:
                 raise NoSuchProcess(f"pid {call.target} is gone")
-            reply = handler(Target(call.target, call.start), IoctlCall(*call[1:4], call.out_size, *call[4:7]))
+            reply = handler(Target(call.target, call.start), call)
         except CounterError as exc:
             raise to_oserror(exc) from None
         changed.report(changes, call.target)
@@ -77,14 +77,14 @@ class ProcIoctls:
 
     def _enable(self, target: Target, call: IoctlCall) -> Reply:
         request = marshal.parse_request(call.data)
-        return self.kernel.enable(call.caller(), target, request), b""
+        return self.kernel.enable(caller(call), target, request), b""
 
     def _enable_ex(self, target: Target, call: IoctlCall) -> Reply:
         request, restore = marshal.parse_request_ex(call.data)
-        return self.kernel.enable(call.caller(), target, request, restore), b""
+        return self.kernel.enable(caller(call), target, request, restore), b""
 
     def _control_ex(self, target: Target, call: IoctlCall) -> Reply:
-        generation, request = self.kernel.control(call.caller(), target)
+        generation, request = self.kernel.control(caller(call), target)
         return generation, marshal.build_control_ex(request)
 
     @staticmethod
@@ -95,25 +95,25 @@ class ProcIoctls:
         return refuse
 
     def _read(self, target: Target, call: IoctlCall) -> Reply:
-        generation, counts = self.kernel.read(call.caller(), target)
+        generation, counts = self.kernel.read(caller(call), target)
         return generation, marshal.build_counts(counts)
 
     def _read_usage(self, target: Target, call: IoctlCall) -> Reply:
-        generation, _ = self.kernel.read(call.caller(), target)
+        generation, _ = self.kernel.read(caller(call), target)
         view = self.kernel.view(target.pid, target.start)
         usage = self._info.usage(target.pid)
         return generation, marshal.build_prusage(usage, view, self._tlb_misses(target.pid, usage))
 
     def _control(self, target: Target, call: IoctlCall) -> Reply:
-        generation, request = self.kernel.control(call.caller(), target)
+        generation, request = self.kernel.control(caller(call), target)
         return generation, marshal.build_eventctrl(request)
 
     def _set_control(self, target: Target, call: IoctlCall) -> Reply:
         request = marshal.parse_request(call.data)
-        return self.kernel.set_control(call.caller(), target, request), b""
+        return self.kernel.set_control(caller(call), target, request), b""
 
     def _release(self, target: Target, call: IoctlCall) -> Reply:
-        self.kernel.release(call.caller(), target)
+        self.kernel.release(caller(call), target)
         return 0, b""
 
     def _save_child(self, target: Target, call: IoctlCall) -> Reply:
@@ -133,7 +133,7 @@ class ProcIoctls:
             if info is None:
                 raise to_oserror(NoSuchProcess(f"pid {target.pid} is gone"))
             parent, child = Target(info.ppid), target.pid
-        self.kernel.save_child_counts(call.caller(), parent, child)
+        self.kernel.save_child_counts(caller(call), parent, child)
         return 0, b""
 
     def _tlb_misses(self, pid: int, usage: processes.Usage | None) -> tuple[int, int]:

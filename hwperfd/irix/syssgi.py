@@ -17,7 +17,7 @@ from hwperfd.counters.errors import NoSuchProcess
 from hwperfd.counters.kernel import Caller, CounterKernel
 from hwperfd.host import processes
 from hwperfd.irix import marshal
-from hwperfd.irix.calls import IoctlCall, LazyCaller, Target
+from hwperfd.irix.calls import IoctlCall, LazyCaller, Target, caller
 from hwperfd.irix.errno_map import BadArgument, ProfilingBuffers, UnknownCommand, to_oserror
 from hwperfd.node import CONTROLS, COUNTS, PAGES, TEXTS, Call, Changed
 import structs
@@ -56,14 +56,14 @@ class SyssgiIoctls:
             raise UnknownCommand(call.cmd)
         handler, changes = entry
         try:
-            reply = handler(IoctlCall(*call[1:4], call.out_size, *call[4:7]))
+            reply = handler(call)
         except CounterError as exc:
             raise to_oserror(exc) from None
         changed.report(changes)
         return reply
 
     def _enable(self, call: IoctlCall) -> Reply:
-        return self.kernel.enable_system(call.caller(), marshal.parse_request(call.data)), b""
+        return self.kernel.enable_system(caller(call), marshal.parse_request(call.data)), b""
 
     def _read(self, call: IoctlCall) -> Reply:
         generation, counts = self.kernel.read_system()
@@ -85,10 +85,10 @@ class SyssgiIoctls:
         return generation, marshal.build_eventctrl(request)
 
     def _set_control(self, call: IoctlCall) -> Reply:
-        return self.kernel.set_system_control(call.caller(), marshal.parse_request(call.data)), b""
+        return self.kernel.set_system_control(caller(call), marshal.parse_request(call.data)), b""
 
     def _release(self, call: IoctlCall) -> Reply:
-        self.kernel.release_system(call.caller())
+        self.kernel.release_system(caller(call))
         return 0, b""
 
     def _profenable_buffers(self, call: IoctlCall) -> Reply:
