@@ -48,9 +48,16 @@ first); median of interleaved runs, target 6x.
 
 Part 5 (bench modules).  Every ``bench/<topic>.py`` with a top-level
 ``main()`` (found anew on each run, so a new module needs no edit here) runs
-as ``python3 bench/<topic>.py``; its output is its figures.  With --quick,
-the modules see HWPERFD_BENCH_QUICK=1 and should do the least that exercises
-every path.
+as ``python3 bench/<topic>.py``; its output is its figures, and a line
+``figure: WHAT | VALUE | FLOOR | GOAL | PASS`` of it (the last three
+optional) also becomes a row of a table in its section.  A module exits 1
+when it missed a goal (its figures are kept); one that fails (dies of an
+exception, exits with another status, times out, does not parse) is
+skipped with a line saying so and its last lines, its figures left out;
+a part of run.py's own
+that fails is reported the same way, and the others still run.  With
+--quick, the modules see HWPERFD_BENCH_QUICK=1 and should do the least that
+exercises every path.
 
 The report.  docs/performance.md (--output) is written whole from the run:
 the command, date, machine, load and placement, every figure of parts 1-4
@@ -61,7 +68,8 @@ test, as the suite runs it; its figures mean nothing).
 Everything is unmounted at the end, even on error (SIGTERM, then
 fusermount3 -u -z), and the idle children are killed.  Needs root.  Exit
 status 0 if every hwperfd ratio at the gate placement meets the target and
-every bench module exited 0 (with --quick: if every module exited 0).
+every bench module exited 0 (with --quick: if every module and part ran,
+goals aside).
 """
 
 from __future__ import annotations
@@ -80,6 +88,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -850,25 +859,46 @@ def figures(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
     return rows
 
 
-def bench_modules(folders: list[Path]) -> list[Path]:
+def bench_modules(folders: list[Path]) -> list[tuple[Path, str]]:
     """Every bench module: <topic>.py with a top-level main() in each folder
-    (bench/ by default), found anew on each run."""
+    (bench/ by default), found anew on each run, with why it cannot run (a
+    file that does not parse is still listed, so the report says so)."""
     found = []
     for path in sorted(path for folder in folders for path in folder.glob("*.py")):
         if path.parent.resolve() == BENCH and path.stem in NOT_MODULES:
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        try:
+            tree = ast.parse(path.read_text(), str(path))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
+            found.append((path, f"it does not parse: {type(exc).__name__}: {exc}"))
+            continue
         if any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
-            found.append(path)
+            found.append((path, ""))
     return found
 
 
 @dataclass
 class ModuleRun:
     path: Path
-    status: int | None  # None: timed out
+    status: int | None  # None: did not finish (timed out, or could not start)
     output: str
     seconds: float
+    why: str = ""  # why it did not finish
+
+    @property
+    def ok(self) -> bool:
+        """It ran to its end and printed its figures: exit status 0, or 1
+        (a goal missed) from a module that did not die of an exception."""
+        return self.status == 0 or (self.status == 1 and "Traceback (most recent call last)" not in self.output)
+
+    @property
+    def met(self) -> bool:
+        return self.status == 0
+
+    def state(self) -> str:
+        if self.status is None:
+            return self.why
+        return f"exit status {self.status}"
 
 
 def run_module(path: Path, quick: bool, timeout: float) -> ModuleRun:
@@ -877,11 +907,38 @@ def run_module(path: Path, quick: bool, timeout: float) -> ModuleRun:
     start = time.monotonic()
     try:
         done = subprocess.run([sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+                              errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return ModuleRun(path, None, out, time.monotonic() - start)
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return ModuleRun(path, None, out, time.monotonic() - start, f"timed out after {timeout:g} s")
+    except OSError as exc:
+        return ModuleRun(path, None, "", time.monotonic() - start, f"could not start: {exc}")
     return ModuleRun(path, done.returncode, done.stdout + done.stderr, time.monotonic() - start)
+
+
+# A module may give figures the report puts in a table, one per line:
+#     figure: WHAT | VALUE | FLOOR OR BASELINE | GOAL | PASS or MISS
+# (the last three optional); the rest of its output is shown as it printed it.
+FIGURE_LINE = re.compile(r"^figure:\s*(.+)$")
+# A module's output in the report: at most this many of its last lines.
+MODULE_LINES = 400
+
+
+def module_figures(output: str) -> list[Figure]:
+    rows = []
+    for line in output.splitlines():
+        match = FIGURE_LINE.match(line.strip())
+        if match:
+            cells = [c.strip() for c in match[1].split("|")] + [""] * 4
+            rows.append(Figure(cells[0], cells[1], cells[2], "", cells[3], cells[4]))
+    return rows
+
+
+def tail(text: str, lines: int) -> str:
+    kept = text.rstrip("\n").splitlines()
+    if len(kept) <= lines:
+        return "\n".join(kept)
+    return "\n".join([f"[{len(kept) - lines} earlier lines left out]", *kept[-lines:]])
 
 
 def machine() -> str:
@@ -897,7 +954,7 @@ def cell(text: str) -> str:
 
 
 def report(args, argv: list[str], started: str, load: tuple[float, float, float], rows: list[Figure],
-           modules: list[ModuleRun]) -> str:
+           modules: list[ModuleRun], failed: list[str]) -> str:
     """docs/performance.md, whole: what ran, where, when, and every figure beside its floor and goal."""
     end = os.getloadavg()
     lines = [
@@ -915,6 +972,8 @@ def report(args, argv: list[str], started: str, load: tuple[float, float, float]
         + ", ".join(f"`{p}`" for p in args.placements),
         f"- rounds: {args.rounds} interleaved rounds of {args.calls} calls; "
         "each figure the median of the rounds' medians",
+        f"- bench modules: {len(modules)} run, {sum(not m.ok for m in modules)} failed, "
+        f"{sum(m.ok and not m.met for m in modules)} missed a goal",
         "",
         "What each figure measures and why it is fast: [speed.md](speed.md).",
         "",
@@ -922,19 +981,34 @@ def report(args, argv: list[str], started: str, load: tuple[float, float, float]
         "",
     ]
     if rows:
-        lines += ["| figure | value | floor or baseline | ratio | goal | |", "|---|---|---|---|---|---|"]
-        lines += [f"| {cell(r.what)} | {cell(r.value)} | {cell(r.floor)} | {cell(r.ratio)} | {cell(r.goal)} "
-                  f"| {r.verdict} |" for r in rows]
-    else:
+        lines += table(rows)
+    elif not failed:
         lines.append("(no part of run.py's own benchmark ran)")
+    for line in failed:
+        lines += ["", line]
     lines += ["", "## Bench modules", ""]
     if not modules:
         lines.append("(none ran)")
     for m in modules:
-        state = "timed out" if m.status is None else f"exit status {m.status}"
-        lines += [f"### {m.path.stem}", "", f"`python3 bench/{m.path.name}`: {state}, {m.seconds:.1f} s", "",
-                  "```text", m.output.rstrip("\n"), "```", ""]
+        lines += [f"### {m.path.stem}", ""]
+        if not m.ok:
+            # Its figures are left out: a module that failed measured nothing one can trust.
+            lines += [f"`python3 bench/{m.path.name}` failed ({m.state()}, {m.seconds:.1f} s): skipped, its "
+                      "figures left out. Its last lines:", "", "```text", tail(m.output, 30), "```", ""]
+            continue
+        missed = "" if m.met else " - a goal missed (exit status 1)"
+        lines += [f"`python3 bench/{m.path.name}`: {m.seconds:.1f} s{missed}", ""]
+        own = module_figures(m.output)
+        if own:
+            lines += [*table(own), ""]
+        lines += ["```text", tail(m.output, MODULE_LINES), "```", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def table(rows: list[Figure]) -> list[str]:
+    lines = ["| figure | value | floor or baseline | ratio | goal | |", "|---|---|---|---|---|---|"]
+    return lines + [f"| {cell(r.what)} | {cell(r.value)} | {cell(r.floor)} | {cell(r.ratio)} | {cell(r.goal)} "
+                    f"| {cell(r.verdict)} |" for r in rows]
 
 
 PLACEMENT_TEXT = {
@@ -1016,28 +1090,49 @@ def main(argv=None) -> int:
     up: StartupResult | None = None
     vpc: list[VperfctrReads] = []
     modules: list[ModuleRun] = []
+    failed: list[str] = []  # parts of run.py's own benchmark that failed, a line each
+
+    def part(name: str, run):
+        """One part; one that fails is reported and the others still run."""
+        try:
+            return run()
+        except Exception as exc:  # any failure of a part is reported, not fatal
+            log(traceback.format_exc())
+            failed.append(f"Part {name} failed, its figures left out: {type(exc).__name__}: {exc}")
+            return None
+
     try:
         if not args.no_latency:
-            server_bin, client_bin = build(tmp)
-            lat = latency(args, tmp, server_bin, client_bin)
+            def timed():
+                server_bin, client_bin = build(tmp)
+                return latency(args, tmp, server_bin, client_bin)
+
+            lat = part("latency", timed) or []
         if not args.no_perfctr:
-            vpc = vperfctr_reads(args, tmp)
+            vpc = part("perfctr's own reads", lambda: vperfctr_reads(args, tmp)) or []
         if not args.no_idle:
             for clock in args.idle_clocks:
-                idle.append(idle_load(args, tmp, clock))
+                done = part(f"idle load ({clock} clock)", lambda clock=clock: idle_load(args, tmp, clock))
+                if done is not None:
+                    idle.append(done)
         if not args.no_listing:
-            lst = listing(args, tmp)
+            lst = part("listing", lambda: listing(args, tmp))
         if not args.no_startup:
             if lst is not None:
                 time.sleep(5)  # the listing's idle processes have just exited all at once
-            up = startup(args, tmp)
+            up = part("perfex start-up", lambda: startup(args, tmp))
         if not args.no_modules:
             wanted = {m for m in args.modules.split(",") if m}
-            for path in bench_modules(args.module_dir or [BENCH]):
-                if not wanted or path.stem in wanted:
-                    log(f"\n----- bench module {path.stem} -----")
+            for path, problem in bench_modules(args.module_dir or [BENCH]):
+                if wanted and path.stem not in wanted:
+                    continue
+                log(f"\n----- bench module {path.stem} -----")
+                if problem:
+                    modules.append(ModuleRun(path, None, "", 0.0, problem))
+                else:
                     modules.append(run_module(path, args.quick, args.module_timeout))
-                    log(modules[-1].output.rstrip("\n"))
+                log(modules[-1].output.rstrip("\n") if modules[-1].ok else f"failed: {modules[-1].state()}\n"
+                    + tail(modules[-1].output, 30))
     finally:
         for child in tmp.iterdir():
             if child.is_dir() and is_mounted(child):  # belt and braces
@@ -1046,17 +1141,18 @@ def main(argv=None) -> int:
     log("\n----- summary -----\n" + summary(args, lat, idle, lst, up, vpc) + "\n-------------------")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(report(args, sys.argv[1:] if argv is None else list(argv), started, load,
-                                  figures(args, lat, idle, lst, up, vpc), modules))
+                                  figures(args, lat, idle, lst, up, vpc), modules, failed))
     log(f"written: {args.output}")
     gate = [res for res in lat if res.placement == args.gate]
     pages = all(res.figure(s) <= PAGE_TARGET_US for res in gate for s in res.others if s.state)
     pages = pages and all(med(v.page_ns) <= PAGE_TARGET_US * 1000 for v in vpc)
     cpu = all(res.cpu_ratio(s) <= CPU_TARGET_RATIO for res in gate for s in res.others if s.gated)
-    ran = all(m.status == 0 for m in modules)
+    ran = all(m.ok for m in modules) and not failed  # every module and part measured
+    met_modules = all(m.met for m in modules)
     if args.quick:  # a smoke test: every part ran; its figures decide nothing
         return 0 if ran else 1
     met = pages and cpu and all(verdict(res.ratio(s)) == "PASS" for res in gate for s in res.others if s.gated)
-    return 0 if met and ran else 1
+    return 0 if met and met_modules and ran else 1
 
 
 if __name__ == "__main__":

@@ -5,28 +5,38 @@ core and a PMU driver, or a PAPI component's vector is to PAPI.
 The wiring (service.py) hands the filesystem one factory per personality;
 the filesystem builds each node with the ``Mount`` it lends them all, gives
 it a file in the mount's root, and routes every open, read, ioctl and close
-of that file to it by inode, knowing no personality and no command.  What a
-call changed - the texts the mount shows, whether the overflow tick must
-look again, which state pages to write again - the node reports in the
-``Changed`` it is handed, as it goes, so that a call it then refuses still
-reports what it did before; the filesystem applies it afterwards, in one
-place.  A new personality is a package with such a factory, and an entry in
-the wiring's list.
+of that file to it by inode, knowing no personality and no command.  The
+mount's own files - its root, its control node, a file per process and
+``pinfo/`` beside them, the /proc of r10k_counters(5) - are answered the
+same way by one personality's ``MountFiles`` (IRIX's, hwperfd/irix/files.py).
+
+An ioctl table (``Command``, ``dispatch``) gives each command's handler and
+what it may change (``TEXTS``, ``CONTROLS``, ``COUNTS``, ``PAGE``,
+``PAGES``).  What a call changed - the texts the mount shows, whether the
+overflow tick must look again, which state pages to write again, whether
+reads answered in C must ask the daemon again - lands in the ``Changed`` the
+call is handed: from the table when the call answers, or from the handler as
+it goes, so that a call it then refuses still reports what it did before.
+The filesystem applies it afterwards, in one place.  A new personality is a
+package with such a factory, and an entry in the wiring's list.
 """
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from hwperfd.counters.kernel import CounterKernel, Signal
     from hwperfd.counters.threads import ThreadTable
 
 
-@dataclass(frozen=True)
-class Call:
-    """One ioctl on a node's open file, as FUSE reports it."""
+Reply = tuple[int, bytes]  # (what ioctl(2) returns, the bytes copied out)
+
+
+class Call(NamedTuple):
+    """One ioctl on an open file, as FUSE reports it (a tuple: built on every call)."""
 
     fh: int  # the open file: a node may bind state to it
     cmd: int
@@ -36,23 +46,75 @@ class Call:
     uid: int
     gid: int
     writable: bool  # the file was opened for writing
+    out_size: int = 0  # the bytes the kernel copies back out
+    target: int = 0  # a process file's (or pinfo file's) process; 0 on other files
+    start: int = 0  # that process's start time, as the file was opened on it
+    gone: bool = False  # that process has been reaped since
+
+
+# What a command may change, for ``Command.changes`` and ``Changed.report``.
+TEXTS = 1  # what a file of the mount shows: its text is rendered again
+CONTROLS = 2  # counters that may interrupt were set: the overflow tick looks again
+COUNTS = 4  # a process's counters: no read is answered in C until the daemon has looked again
+PAGE = 8  # the state pages of the call's target process
+PAGES = 16  # every state page (system mode, a caller's profiling)
 
 
 class Changed:
-    """What a call changed, filled in by the node and applied by the filesystem."""
+    """What a call changed, filled in by the table or the node and applied by
+    the filesystem.  Its fields start as class defaults: most calls change
+    little, and one is made for every call."""
 
-    __slots__ = ("texts", "controls", "pages")
-
-    def __init__(self) -> None:
-        self.texts = False  # what a file of the mount shows (its text is rendered again)
-        self.controls = False  # counters that may interrupt were set: the overflow tick looks again
-        self.pages: list[tuple[Any, int, bool]] = []  # state pages to write again: (source, id, resplit)
+    texts = False  # TEXTS
+    controls = False  # CONTROLS
+    counts = False  # COUNTS
+    every_page = False  # PAGES
+    fast_read = False  # the call read counters the bridge may answer in C next time (FastReads)
+    pages: list[tuple[Any, int, bool]] = []  # state pages to write again: (source or None: any, id, resplit)
 
     def page(self, source: Any, ident: int, *, resplit: bool = False) -> None:
-        """Context ``ident``'s page from ``source`` shows something else now;
-        ``resplit``: its thread waits for this answer, so its page may take
-        the thread's user:system split anew (statepages.StatePages.publish)."""
+        """Context ``ident``'s page from ``source`` (None: every source's)
+        shows something else now; ``resplit``: its thread waits for this
+        answer, so its page may take the thread's user:system split anew
+        (statepages.StatePages.publish)."""
+        if not self.pages:
+            self.pages = []
         self.pages.append((source, ident, resplit))
+
+    def report(self, changes: int, target: int = 0) -> None:
+        """What a command's table entry says it changed, for ``target``'s pages."""
+        if changes & TEXTS:
+            self.texts = True
+        if changes & CONTROLS:
+            self.controls = True
+        if changes & COUNTS:
+            self.counts = True
+        if changes & PAGE:
+            self.page(None, target)
+        if changes & PAGES:
+            self.every_page = True
+
+
+class Command(NamedTuple):
+    """One entry of an ioctl table: its handler, what it may change, and its name."""
+
+    handler: Callable[[Call], Reply]
+    changes: int = 0  # TEXTS | CONTROLS | COUNTS | PAGE | PAGES
+    name: str = ""
+
+
+def dispatch(table: Mapping[int, Command], call: Call, changed: Changed) -> Reply:
+    """Route ``call`` by its number; ENOTTY (never ENOSYS, which FUSE takes as
+    "no ioctls here at all") for a number the table lacks.  What the command
+    may change is reported once it answers: a refused call changes nothing
+    (a handler that changes something before it refuses reports it itself)."""
+    command = table.get(call.cmd)
+    if command is None:
+        raise OSError(errno.ENOTTY, f"unknown ioctl 0x{call.cmd:08x}")
+    reply = command.handler(call)
+    if command.changes:
+        changed.report(command.changes, call.target)
+    return reply
 
 
 class StatePages(Protocol):
@@ -77,6 +139,61 @@ class Mount:
     tgid_of: Callable[[int], int]  # the process a thread belongs to, 0 if gone
     processor: Callable[[int], int | None]  # the host CPU a thread runs on, None if gone
     may_follow: Callable[[int, int], bool]  # (uid, pid): may uid still ptrace-read pid after its exec
+
+
+class Ioctls(Protocol):
+    """What answers the ioctls of a kind of file."""
+
+    def ioctl(self, call: Call, changed: Changed) -> Reply:
+        """(return value, bytes out), or raise OSError(errno)."""
+        ...
+
+
+class Faults(Protocol):
+    """Calls armed to fail on purpose (the control node's ``fail`` command)."""
+
+    def command(self, args: list[str], exists: Callable[[int], bool]) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def describe(self) -> list[str]: ...
+
+    def armed(self, target: int, call: str) -> bool: ...
+
+    def pids(self) -> set[int]: ...
+
+    def forget(self, pid: int) -> None: ...
+
+
+class MountFiles(Protocol):
+    """The ioctls of the mount's own files, which one personality answers."""
+
+    @property
+    def root(self) -> Ioctls: ...  # the mount's root directory
+
+    @property
+    def control(self) -> Ioctls: ...  # the control node
+
+    @property
+    def process(self) -> Ioctls: ...  # a process's file (``Call.target``, ``start``, ``gone`` name it)
+
+    @property
+    def pinfo(self) -> Ioctls: ...  # a file of pinfo/ (``Call.target`` names its process)
+
+    @property
+    def fast_read(self) -> int: ...  # the process files' counter read the bridge may answer in C (0: none)
+
+    @property
+    def faults(self) -> Faults: ...  # failures armed on purpose, for the control node's commands
+
+    @property
+    def name(self) -> str: ...  # the personality the process files speak (a trace's refusals name it)
+
+    @property
+    def control_name(self) -> str: ...  # the one the control node speaks
+
+
+MountFilesFactory = Callable[[Mount], MountFiles]
 
 
 class Node(Protocol):

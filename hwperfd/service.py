@@ -40,7 +40,8 @@ from hwperfd.counters.threads import (
 from hwperfd.cpc.node import CpcNode
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
-from hwperfd.node import NodeFactory
+from hwperfd.irix.files import IrixFiles
+from hwperfd.node import MountFilesFactory, NodeFactory
 from hwperfd.pctr.node import PctrNode
 from hwperfd.perfctr.node import PerfctrNode
 from hwperfd.procfs.fs import PID_INODE_BASE, ProcFs
@@ -80,9 +81,13 @@ async def resilient(task: Callable[[], Awaitable[None]]) -> None:
         await trio.sleep(1)
 
 
-# The personalities' nodes in the mount's root, in this order (their inodes
-# and listing follow it): OpenBSD's /dev/pctr, Solaris libcpc's kernel side,
-# Linux perfctr's /dev/perfctr.  A new personality adds its node here.
+# The personalities, as they register with the filesystem (hwperfd/node.py).
+# IRIX answers the mount's own files (root, control node, process and pinfo
+# files: r10k_counters(5)'s /proc); the others' nodes sit in the mount's
+# root, in this order (their inodes and listing follow it): OpenBSD's
+# /dev/pctr, Solaris libcpc's kernel side, Linux perfctr's /dev/perfctr.  A
+# new personality adds its node here.
+MOUNT_FILES: MountFilesFactory = IrixFiles
 PERSONALITY_NODES: tuple[NodeFactory, ...] = (PctrNode, CpcNode, PerfctrNode)
 
 
@@ -129,6 +134,7 @@ class Daemon:
             self.kernel,
             clock=self.clock,
             mount=mount,
+            files=MOUNT_FILES,
             threads=self.threads,
             signal=self.signals.owe,
             deliver=self.signals.send_now,

@@ -55,3 +55,67 @@ def test_quick_run_writes_the_report_with_every_module(shared_tmp):
     for module in sorted((ROOT / "bench").glob("*.py")):
         if module.stem not in ("run", "pyfuse3_floor") and "\ndef main(" in module.read_text():
             assert f"### {module.stem}\n" in text, module.name
+
+
+FIGURES_MODULE = '''
+def main():
+    print("warming up")
+    print("figure: fake reads | 3.0 us | 12.0 us (C libfuse) | <= 2 us | MISS")
+    print("figure: fake bare")
+
+
+if __name__ == "__main__":
+    main()
+'''
+FAILING_MODULE = 'import sys\n\n\ndef main():\n    print("half a figure: 7 us")\n    sys.exit(3)\n\n\nmain()\n'
+BROKEN_MODULE = "def main(:\n    pass\n"
+RAISING_MODULE = 'def main():\n    print("a figure: 1 us")\n    raise RuntimeError("lost its mount")\n\n\nmain()\n'
+MISSING_MODULE = 'import sys\n\n\ndef main():\n    print("figure: slow | 9 s | | < 1 s | MISS")\n    sys.exit(1)\n\n\nmain()\n'
+
+
+def test_a_failing_module_is_skipped_with_a_line_and_the_others_still_report(shared_tmp):
+    modules = shared_tmp / "bench-modules-mixed"
+    modules.mkdir()
+    (modules / "a_broken.py").write_text(BROKEN_MODULE)
+    (modules / "b_failing.py").write_text(FAILING_MODULE)
+    (modules / "c_figures.py").write_text(FIGURES_MODULE)
+    (modules / "d_raising.py").write_text(RAISING_MODULE)
+    (modules / "e_missing.py").write_text(MISSING_MODULE)
+    out = shared_tmp / "performance-mixed.md"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--output", str(out), "--module-dir", str(modules),
+         "--no-latency", "--no-perfctr", "--no-idle", "--no-listing", "--no-startup"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # a module failed
+    text = out.read_text()
+    assert "- bench modules: 5 run, 3 failed, 1 missed a goal" in text
+    broken = text.split("### a_broken\n", 1)[1].split("###", 1)[0]
+    assert "failed (it does not parse: SyntaxError" in broken and "skipped" in broken
+    failing = text.split("### b_failing\n", 1)[1].split("###", 1)[0]
+    assert "failed (exit status 3" in failing and "skipped, its figures left out" in failing
+    assert "half a figure: 7 us" in failing  # its last lines say why
+    raising = text.split("### d_raising\n", 1)[1].split("###", 1)[0]
+    assert "failed (exit status 1" in raising and "RuntimeError: lost its mount" in raising  # an exception is no verdict
+    missing = text.split("### e_missing\n", 1)[1]
+    assert "a goal missed (exit status 1)" in missing and "| slow | 9 s |  |  | < 1 s | MISS |" in missing
+    figures = text.split("### c_figures\n", 1)[1].split("###", 1)[0]
+    assert "| fake reads | 3.0 us | 12.0 us (C libfuse) |  | <= 2 us | MISS |" in figures
+    assert "| fake bare |  |  |  |  |  |" in figures
+    assert "warming up" in figures  # and its output as it printed it
+
+
+def test_a_missed_goal_is_no_failure_of_a_quick_run(shared_tmp):
+    """A quick run's figures decide nothing: a module that missed its goal
+    (exit status 1, no exception) leaves the smoke test passing."""
+    modules = shared_tmp / "bench-modules-missed"
+    modules.mkdir()
+    (modules / "missing.py").write_text(MISSING_MODULE)
+    out = shared_tmp / "performance-missed.md"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--output", str(out), "--module-dir", str(modules),
+         "--no-latency", "--no-perfctr", "--no-idle", "--no-listing", "--no-startup"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "- bench modules: 1 run, 0 failed, 1 missed a goal" in out.read_text()

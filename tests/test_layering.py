@@ -18,7 +18,8 @@ ALLOWED = {
     "hwperfd.cpu": {"hwperfd.trace"},
     "hwperfd.host": set(),
     "hwperfd.counters": {"hwperfd.cpu", "hwperfd.trace"},
-    "hwperfd.irix": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "structs"},
+    # IRIX answers the mount's own files through hwperfd/node.py's contract, as the other personalities do.
+    "hwperfd.irix": {"hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.node", "structs"},
     # The per-user log limit: the FUSE boundary says whose request is logging.
     "hwperfd.lograte": set(),
     # A personality's driver: decode, check in the original's order, call the counters.
@@ -48,7 +49,8 @@ ALLOWED = {
     "hwperfd.startup": set(),
     # The wiring: every layer of the daemon, put together.
     "hwperfd.service": {
-        "hwperfd.procfs", "hwperfd.node", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.perfctr", "hwperfd.counters",
+        "hwperfd.procfs", "hwperfd.node", "hwperfd.irix", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.perfctr",
+        "hwperfd.counters",
         "hwperfd.cpu", "hwperfd.host", "hwperfd.clock", "hwperfd.signals", "hwperfd.startup", "hwperfd.lograte",
         "structs", "hwperfd.trace",
     },

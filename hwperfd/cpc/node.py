@@ -30,7 +30,7 @@ class CpcNode:
 
     def release(self, fh: int, changed: Changed) -> None:
         self.device.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
-        changed.texts = True
+        changed.texts = changed.counts = True  # what was bound to the file is gone: the daemon looks again
 
     def describe(self) -> str:
         return self.device.describe()

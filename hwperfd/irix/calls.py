@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import NamedTuple
 
 from hwperfd.counters.errors import NoSuchProcess
 from hwperfd.counters.kernel import Caller
 from hwperfd.host import processes
+from hwperfd.node import Call
 
 
-class IoctlCall(NamedTuple):
-    """One ioctl request, built for every call (a frozen dataclass costs more)."""
+# One ioctl request: the call the filesystem routes to a personality (built
+# once for every call, a tuple; hwperfd/node.py).
+IoctlCall = Call
 
-    cmd: int
-    arg: int
-    data: bytes
-    out_size: int
-    pid: int
-    uid: int
-    gid: int
 
-    def caller(self) -> Caller:
-        return LazyCaller(self.pid, self.uid, self.gid)
+def caller(call: Call) -> Caller:
+    """Who made ``call``, their process group read only if a rule asks."""
+    return LazyCaller(call.pid, call.uid, call.gid)
 
 
 class LazyCaller(Caller):

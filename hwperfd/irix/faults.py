@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from typing import Callable
 
 import structs
 
@@ -65,9 +66,28 @@ def parse_errno(name: str) -> int:
     return code
 
 
+def _number(text: str, what: str) -> int:
+    if not text.isdigit():
+        raise FaultError(f"{what} must be a non-negative integer, got {text!r}")
+    return int(text)
+
+
 class FaultPlan:
     def __init__(self) -> None:
         self._faults: list[Fault] = []
+
+    def command(self, args: list[str], exists: Callable[[int], bool]) -> None:
+        """The control node's ``fail PID|control|* CALL|* ERRNO [TIMES|always]``;
+        ``exists(pid)``: a process of that pid lives."""
+        if len(args) not in (3, 4):
+            raise FaultError("usage: fail PID|control|* CALL|* ERRNO [TIMES|always]")
+        target: int | str = args[0]
+        if target not in (ANY, CONTROL):
+            target = _number(args[0], "pid")
+            if not exists(target):
+                raise FaultError(f"no process {target}")
+        times = 1 if len(args) == 3 else ALWAYS if args[3] == "always" else _number(args[3], "times")
+        self.arm(target, args[1], parse_errno(args[2]), times)
 
     def arm(self, target: int | str, call: str, code: int, times: int) -> None:
         if call != ANY and call not in CALLS:

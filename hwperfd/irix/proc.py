@@ -1,4 +1,5 @@
-"""The /proc PIOC* ioctls of r10k_counters(5), on the file of one process."""
+"""The /proc PIOC* ioctls of r10k_counters(5), on the file of one process:
+each command's handler and what it may change (hwperfd/node.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,25 @@ from hwperfd.counters.errors import CounterError, InvalidRequest, NoSuchProcess
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
 from hwperfd.irix import marshal
-from hwperfd.irix.calls import IoctlCall, Target
+from hwperfd.irix.calls import IoctlCall, Target, caller
 from hwperfd.irix.errno_map import PointerArgument, UnknownCommand, to_oserror
 from hwperfd.irix.info import InfoIoctls
+from hwperfd.node import CONTROLS, COUNTS, PAGE, TEXTS, Call, Changed
 import structs
 
 Reply = tuple[int, bytes]
+Handler = Callable[[Target, IoctlCall], Reply]
+
+# What a call may change.  Any answered call may change what a text shows (a
+# read catches the counts up).  After the counter read the bridge answers in
+# C (PIOCGETEVCTRS) the file is marked for it again; after any other call the
+# bridge's marks go, and the next read is the daemon's.  A call that sets
+# counters also changes the process's state page and what the overflow tick
+# watches; one that ends or moves counts, the page.
+FAST_READ = TEXTS
+READS = TEXTS | COUNTS
+SETS = TEXTS | COUNTS | PAGE | CONTROLS
+ENDS = TEXTS | COUNTS | PAGE
 
 PID_MAX = 1 << 22  # Linux's largest pid_max (PID_MAX_LIMIT on 64-bit)
 
@@ -24,48 +38,53 @@ class ProcIoctls:
 
     def __init__(self, kernel: CounterKernel) -> None:
         self.kernel = kernel
-        self._commands: dict[int, Callable[[Target, IoctlCall], Reply]] = {
-            structs.PIOCENEVCTRS: self._enable,
-            structs.PIOCGETEVCTRS: self._read,
-            structs.PIOCGETPREVCTRS: self._read_usage,
-            structs.PIOCGETEVCTRL: self._control,
-            structs.PIOCSETEVCTRL: self._set_control,
-            structs.PIOCRELEVCTRS: self._release,
-            structs.PIOCSAVECCNTRS: self._save_child,
-            structs.HWPERFD_PIOCENEVCTRSEX: self._enable_ex,
-            structs.HWPERFD_PIOCGETEVCTRLEX: self._control_ex,
-            structs.PIOCENEVCTRSEX: self._pointers("PIOCENEVCTRSEX"),
-            structs.PIOCGETEVCTRLEX: self._pointers("PIOCGETEVCTRLEX"),
+        self._commands: dict[int, tuple[Handler, int]] = {
+            structs.PIOCENEVCTRS: (self._enable, SETS),
+            structs.PIOCGETEVCTRS: (self._read, FAST_READ),
+            structs.PIOCGETPREVCTRS: (self._read_usage, READS),
+            structs.PIOCGETEVCTRL: (self._control, READS),
+            structs.PIOCSETEVCTRL: (self._set_control, SETS),
+            structs.PIOCRELEVCTRS: (self._release, ENDS),
+            structs.PIOCSAVECCNTRS: (self._save_child, ENDS),  # the parent's counts move
+            structs.HWPERFD_PIOCENEVCTRSEX: (self._enable_ex, SETS),
+            structs.HWPERFD_PIOCGETEVCTRLEX: (self._control_ex, READS),
+            structs.PIOCENEVCTRSEX: (self._pointers("PIOCENEVCTRSEX"), 0),  # always refused
+            structs.PIOCGETEVCTRLEX: (self._pointers("PIOCGETEVCTRLEX"), 0),
         }
         # proc(4)'s informational ioctls (PIOCPSINFO, PIOCUSAGE, ...) too.
         self._info = InfoIoctls(kernel)
         for cmd, info in self._info.commands.items():
-            self._commands[cmd] = _on_pid(info)
+            self._commands[cmd] = (_on_pid(info), READS)
 
-    def __call__(self, pid: int, call: IoctlCall, start: int = 0, gone: bool = False) -> Reply:
-        """``start``: the start time of the process the file was opened on;
-        ``gone``: that process has been reaped.  An unknown command is ENOTTY
-        whatever the state of the process; a known one on a gone process ESRCH."""
-        handler = self._commands.get(call.cmd)
-        if handler is None:
+    def __call__(self, call: Call, changed: Changed) -> Reply:
+        """On the file of process ``call.target`` (opened on the one that
+        started at ``call.start``; ``call.gone``: it has been reaped since).
+        An unknown command is ENOTTY whatever the state of the process; a
+        known one on a gone process ESRCH.  What the command may change is
+        reported in ``changed`` once it answers: a refused call changes nothing."""
+        entry = self._commands.get(call.cmd)
+        if entry is None:
             raise UnknownCommand(call.cmd)
+        handler, changes = entry
         try:
-            if gone:
-                raise NoSuchProcess(f"pid {pid} is gone")
-            return handler(Target(pid, start), call)
+            if call.gone:
+                raise NoSuchProcess(f"pid {call.target} is gone")
+            reply = handler(Target(call.target, call.start), call)
         except CounterError as exc:
             raise to_oserror(exc) from None
+        changed.report(changes, call.target)
+        return reply
 
     def _enable(self, target: Target, call: IoctlCall) -> Reply:
         request = marshal.parse_request(call.data)
-        return self.kernel.enable(call.caller(), target, request), b""
+        return self.kernel.enable(caller(call), target, request), b""
 
     def _enable_ex(self, target: Target, call: IoctlCall) -> Reply:
         request, restore = marshal.parse_request_ex(call.data)
-        return self.kernel.enable(call.caller(), target, request, restore), b""
+        return self.kernel.enable(caller(call), target, request, restore), b""
 
     def _control_ex(self, target: Target, call: IoctlCall) -> Reply:
-        generation, request = self.kernel.control(call.caller(), target)
+        generation, request = self.kernel.control(caller(call), target)
         return generation, marshal.build_control_ex(request)
 
     @staticmethod
@@ -76,25 +95,25 @@ class ProcIoctls:
         return refuse
 
     def _read(self, target: Target, call: IoctlCall) -> Reply:
-        generation, counts = self.kernel.read(call.caller(), target)
+        generation, counts = self.kernel.read(caller(call), target)
         return generation, marshal.build_counts(counts)
 
     def _read_usage(self, target: Target, call: IoctlCall) -> Reply:
-        generation, _ = self.kernel.read(call.caller(), target)
+        generation, _ = self.kernel.read(caller(call), target)
         view = self.kernel.view(target.pid, target.start)
         usage = self._info.usage(target.pid)
         return generation, marshal.build_prusage(usage, view, self._tlb_misses(target.pid, usage))
 
     def _control(self, target: Target, call: IoctlCall) -> Reply:
-        generation, request = self.kernel.control(call.caller(), target)
+        generation, request = self.kernel.control(caller(call), target)
         return generation, marshal.build_eventctrl(request)
 
     def _set_control(self, target: Target, call: IoctlCall) -> Reply:
         request = marshal.parse_request(call.data)
-        return self.kernel.set_control(call.caller(), target, request), b""
+        return self.kernel.set_control(caller(call), target, request), b""
 
     def _release(self, target: Target, call: IoctlCall) -> Reply:
-        self.kernel.release(call.caller(), target)
+        self.kernel.release(caller(call), target)
         return 0, b""
 
     def _save_child(self, target: Target, call: IoctlCall) -> Reply:
@@ -114,7 +133,7 @@ class ProcIoctls:
             if info is None:
                 raise to_oserror(NoSuchProcess(f"pid {target.pid} is gone"))
             parent, child = Target(info.ppid), target.pid
-        self.kernel.save_child_counts(call.caller(), parent, child)
+        self.kernel.save_child_counts(caller(call), parent, child)
         return 0, b""
 
     def _tlb_misses(self, pid: int, usage: processes.Usage | None) -> tuple[int, int]:

@@ -17,40 +17,53 @@ from hwperfd.counters.errors import NoSuchProcess
 from hwperfd.counters.kernel import Caller, CounterKernel
 from hwperfd.host import processes
 from hwperfd.irix import marshal
-from hwperfd.irix.calls import IoctlCall, LazyCaller, Target
+from hwperfd.irix.calls import IoctlCall, LazyCaller, Target, caller
 from hwperfd.irix.errno_map import BadArgument, ProfilingBuffers, UnknownCommand, to_oserror
+from hwperfd.node import CONTROLS, COUNTS, PAGES, TEXTS, Call, Changed
 import structs
 
 Reply = tuple[int, bytes]
+
+# What a call may change.  Reads change only what a text shows (anyone may
+# make them: they must not cost a rewrite of every state page).  A call that
+# sets or ends system mode, or a caller's profiling, may take or give back
+# any process's counters: every page, every read answered in C, the tick.
+READS = TEXTS
+SETS = TEXTS | COUNTS | PAGES | CONTROLS
 
 
 class SyssgiIoctls:
     def __init__(self, kernel: CounterKernel) -> None:
         self.kernel = kernel
-        self._commands: dict[int, Callable[[IoctlCall], Reply]] = {
-            structs.HWIOC_ENSYSCNTRS: self._enable,
-            structs.HWIOC_GET_SYSCNTRS: self._read,
-            structs.HWIOC_GET_CPUCNTRS: self._read_cpu,
-            structs.HWIOC_GET_SYSEVCTRL: self._control,
-            structs.HWIOC_SET_SYSEVCTRL: self._set_control,
-            structs.HWIOC_RELSYSCNTRS: self._release,
-            structs.HWIOC_PROFENABLE: self._profenable_buffers,
-            structs.HWPERFD_PROFENABLE: self._profenable,
-            structs.HWIOC_PROF_CTR_SUSP: self._suspend,
-            structs.HWIOC_PROF_CTR_CONT: self._continue,
+        self._commands: dict[int, tuple[Callable[[IoctlCall], Reply], int]] = {
+            structs.HWIOC_ENSYSCNTRS: (self._enable, SETS),
+            structs.HWIOC_GET_SYSCNTRS: (self._read, READS),
+            structs.HWIOC_GET_CPUCNTRS: (self._read_cpu, READS),
+            structs.HWIOC_GET_SYSEVCTRL: (self._control, READS),
+            structs.HWIOC_SET_SYSEVCTRL: (self._set_control, SETS),
+            structs.HWIOC_RELSYSCNTRS: (self._release, SETS),
+            structs.HWIOC_PROFENABLE: (self._profenable_buffers, 0),  # always refused
+            structs.HWPERFD_PROFENABLE: (self._profenable, SETS),
+            structs.HWIOC_PROF_CTR_SUSP: (self._suspend, SETS),
+            structs.HWIOC_PROF_CTR_CONT: (self._continue, SETS),  # carries nothing, may restart ticks
         }
 
-    def __call__(self, call: IoctlCall) -> Reply:
-        handler = self._commands.get(call.cmd)
-        if handler is None:
+    def __call__(self, call: Call, changed: Changed) -> Reply:
+        """What the command may change is reported in ``changed`` once it
+        answers: a refused call changes nothing."""
+        entry = self._commands.get(call.cmd)
+        if entry is None:
             raise UnknownCommand(call.cmd)
+        handler, changes = entry
         try:
-            return handler(call)
+            reply = handler(call)
         except CounterError as exc:
             raise to_oserror(exc) from None
+        changed.report(changes)
+        return reply
 
     def _enable(self, call: IoctlCall) -> Reply:
-        return self.kernel.enable_system(call.caller(), marshal.parse_request(call.data)), b""
+        return self.kernel.enable_system(caller(call), marshal.parse_request(call.data)), b""
 
     def _read(self, call: IoctlCall) -> Reply:
         generation, counts = self.kernel.read_system()
@@ -72,10 +85,10 @@ class SyssgiIoctls:
         return generation, marshal.build_eventctrl(request)
 
     def _set_control(self, call: IoctlCall) -> Reply:
-        return self.kernel.set_system_control(call.caller(), marshal.parse_request(call.data)), b""
+        return self.kernel.set_system_control(caller(call), marshal.parse_request(call.data)), b""
 
     def _release(self, call: IoctlCall) -> Reply:
-        self.kernel.release_system(call.caller())
+        self.kernel.release_system(caller(call))
         return 0, b""
 
     def _profenable_buffers(self, call: IoctlCall) -> Reply:

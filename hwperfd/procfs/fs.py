@@ -2,7 +2,11 @@
 
 Each handler follows pyfuse3's contract and raises only ``FUSEError(errno)``.
 Ioctls reach ``ioctl`` through the bridge (pyfuse3 has none of its own); it
-runs synchronously on the trio thread, like every other handler here.
+runs synchronously on the trio thread, like every other handler here.  It
+routes each by the kind of file to what the personalities registered
+(hwperfd/node.py): a node's own answer, or the mount's own files' (root,
+control node, process file, pinfo file), and applies what the call reports
+it changed in one place (``_apply``); it names no personality and no command.
 """
 
 from __future__ import annotations
@@ -23,21 +27,15 @@ from hwperfd.counters.errors import CounterError
 from hwperfd.counters.kernel import CounterKernel, Signal, ptrace_readable
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
-from hwperfd.irix.calls import IoctlCall
-from hwperfd.irix import faults
-from hwperfd.irix import machine
 from hwperfd.irix.errno_map import errno_of
-from hwperfd.irix.proc import ProcIoctls
-from hwperfd.irix.syssgi import SyssgiIoctls
 from hwperfd.counters.threads import ThreadTable
-from hwperfd.node import Call, Changed, Mount, Node, NodeFactory
+from hwperfd.node import Call, Changed, Ioctls, Mount, MountFilesFactory, Node, NodeFactory
 from hwperfd.procfs import commands, pinfo, statepages
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.bridge import FastReads
 from hwperfd.procfs.listing import Listing
 from hwperfd.procfs.summary import control_summary, process_summary
 from hwperfd.trace import session as trace_session
-import structs
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +75,6 @@ CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
 NODE_BASE = 1 << 31  # the personalities' nodes, in the order given: above any pid's inode, below pinfo's
 PID_INODE_BASE = _PID_BASE
-
-
-# The control node's calls that only read (anyone may make them): they leave every
-# state page as it was, so they must not cost a rewrite of every page.
-_SYSSGI_READS = frozenset({structs.HWIOC_GET_SYSCNTRS, structs.HWIOC_GET_CPUCNTRS, structs.HWIOC_GET_SYSEVCTRL})
 
 
 def pid_name(pid: int) -> bytes:
@@ -143,6 +136,7 @@ class ProcFs(pyfuse3.Operations):
         *,
         clock,
         mount: str,
+        files: MountFilesFactory,
         threads: ThreadTable | None = None,
         signal: Callable[[Signal], None] = lambda owed: None,
         deliver: Callable[[int, int], bool] = lambda pid, tid: False,
@@ -161,29 +155,28 @@ class ProcFs(pyfuse3.Operations):
         self.threads = threads if threads is not None else ThreadTable(
             kernel.cpus.model, kernel.cpus.mhz, clock, kernel.profile, processes.read_thread_start
         )
-        self._proc_ioctls = ProcIoctls(kernel)
-        self._syssgi_ioctls = SyssgiIoctls(kernel)
         self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
-        # The personalities' nodes (hwperfd/node.py), by inode and by name.
+        # What the personalities registered (hwperfd/node.py): the answers of
+        # the mount's own files, and the nodes by inode and by name.
         mount_lent = Mount(kernel, clock, self.threads, signal, deliver, self._may_control,
                            lambda: self.state_pages, statepages.tgid_of, _processor, self._may_follow)  # fmt: skip
+        self.files = files(mount_lent)
         self.nodes: dict[int, Node] = {NODE_BASE + i: make(mount_lent) for i, make in enumerate(nodes)}
         self._node_inodes = {node.name: inode for inode, node in self.nodes.items()}
         # readdir offsets: 1 after the control node, 2 after pinfo, 2 + i after node i, pid + _LISTED after a pid.
         self._listed = 2 + len(self.nodes)
-        self.faults = faults.FaultPlan()
+        self.faults = self.files.faults
         self._on_time_moved = on_time_moved
         # Forks and exits the kernel has reported but we have not applied yet
         # must land before a request that may depend on them.
         self._catch_up_events = catch_up_events
-        # Called after an ioctl that carried data in: those are the ones that
-        # set controls (PIOCENEVCTRS, PIOCSETEVCTRL, HWIOC_ENSYSCNTRS, ...).
+        # Called after a call that set counters that may interrupt (CONTROLS).
         self._on_controls_changed = on_controls_changed
         self._status = status  # the service's own lines for the control node
         # Counter reads the bridge may answer in C from a state page, marked
         # per file after a read here; ``quiet(pid)``: nothing of ``pid``'s
         # waits to be applied at its next request (zombies to fold).
-        self.fast = FastReads(structs.PIOCGETEVCTRS)
+        self.fast = FastReads(self.files.fast_read)
         self._quiet = quiet
         self._handles: dict[int, Handle] = {}
         self._pages: dict[tuple[int, int], _Page] = {}  # (pid, start) -> text shared by its readers
@@ -193,7 +186,7 @@ class ProcFs(pyfuse3.Operations):
         self._version = 0  # bumped by whatever may change what a page shows
         self._next_fh = 1
         self._started = time.time_ns()
-        self._pinfo = pinfo.PinfoFiles(kernel, self._started)
+        self._pinfo = pinfo.PinfoFiles(self._started)
         self.state_pages: statepages.StatePages | None = None  # the service's, if on
         self._notifying = True  # until stop_notifications
         self.listing = Listing(self._invalidate_entry)
@@ -444,6 +437,9 @@ class ProcFs(pyfuse3.Operations):
         handle = self._process_handle(fh, errno.ENOENT)
         self._check_reader(handle)
         inode = handle.inode
+        # Forks, execs and exits reported but not applied land first, as before
+        # an ioctl: time moved by hand must not fall on an image that is gone.
+        self._catch_up_events(None if inode == CONTROL_INODE else handle.pid or None)
         self.changed()
         if len(buf) > commands.MAX_WRITE:
             # Commands come whole in one write(2) of at most MAX_WRITE bytes: a
@@ -460,7 +456,7 @@ class ProcFs(pyfuse3.Operations):
                     self._control_command(words)
                 else:
                     self._process_command(handle.pid, words)
-        except (commands.CommandError, faults.FaultError, ValueError) as exc:
+        except ValueError as exc:  # a CommandError, a FaultError
             log.info("refused command %r: %s", bytes(buf[:80]), exc)
             raise pyfuse3.FUSEError(errno.EINVAL) from None
         except CounterError as exc:
@@ -473,14 +469,16 @@ class ProcFs(pyfuse3.Operations):
     # -- state pages (docs/state-pages.md) ----------------------------------
 
     def _mark_fast(self, fh: int, handle: Handle, caller: int, uid: int, gid: int) -> None:
-        """After a read answered here: the bridge may answer this caller's
-        next reads on ``fh`` from the process's state page, when the caller
-        is root or the process itself (other callers' rights rest on their
-        process group, which Linux reports no change of) and nothing of the
-        process waits to be applied (a fault armed, zombies to fold)."""
+        """After a read answered here that the process files said the bridge
+        may answer next time (``Changed.fast_read``: no fault waits for it):
+        the bridge may answer this caller's next reads on ``fh`` from the
+        process's state page, when the caller is root or the process itself
+        (other callers' rights rest on their process group, which Linux
+        reports no change of) and nothing of the process waits to be applied
+        (zombies to fold)."""
         if self.state_pages is None or not (uid == 0 or caller == handle.pid):
             return
-        if self.faults.armed(handle.pid, "PIOCGETEVCTRS") or not self._quiet(handle.pid):
+        if not self._quiet(handle.pid):
             return
         page = self.state_pages.reading_page(handle.pid, handle.start, uid)
         if page is not None:
@@ -491,31 +489,19 @@ class ProcFs(pyfuse3.Operations):
         if self.state_pages is not None and (pid is None or pid in self.state_pages):
             self.state_pages.publish(pid)
 
-    def _state_page(self, handle: Handle, call: IoctlCall, gone: bool) -> tuple[int, bytes]:
-        """HWPERFD_PIOCSTATEPAGE: the path of the page the process itself
-        maps; only the process (any of its threads) may ask, as its owner."""
-        if self.state_pages is None:
-            raise OSError(errno.EOPNOTSUPP, "state pages are off (--state-dir)")
-        if gone:
-            raise OSError(errno.ESRCH, f"pid {handle.pid} is gone")
-        if statepages.tgid_of(call.pid) != handle.pid:
-            raise OSError(errno.EPERM, f"pid {call.pid} asked for the state page of pid {handle.pid}")
-        info = processes.read_process(handle.pid)
-        if info is None or (handle.start and info.start != handle.start):
-            raise OSError(errno.ESRCH, f"pid {handle.pid} is gone")
-        if call.uid != 0 and not ptrace_readable(call.uid, call.gid, info):
-            raise OSError(errno.EPERM, f"uid {call.uid} may not read pid {handle.pid}")
-        path = self.state_pages.grant(handle.pid, handle.start or info.start, call.uid)
-        return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
-
     def _apply(self, changed: Changed) -> None:
-        """What a node reported its call changed (hwperfd/node.py), in one place."""
+        """What a call reported it changed (hwperfd/node.py), in one place."""
         if changed.texts:
             self._version += 1
+        if changed.counts:
+            self.fast.clear()  # what a read answered in C rests on: the daemon looks again
         if self.state_pages is not None:
-            for source, ident, resplit in changed.pages:
-                if ident in self.state_pages:
-                    self.state_pages.publish(ident, source, resplit=resplit)
+            if changed.every_page:
+                self.state_pages.publish(None)
+            else:
+                for source, ident, resplit in changed.pages:
+                    if ident in self.state_pages:
+                        self.state_pages.publish(ident, source, resplit=resplit)
         if changed.controls:
             self._on_controls_changed()
 
@@ -537,8 +523,6 @@ class ProcFs(pyfuse3.Operations):
             changed = Changed()
             node.release(fh, changed)
             self._apply(changed)
-            if changed.texts:
-                self.fast.clear()  # what was bound to the file is gone: the daemon looks again
         self._hold(handle, None)
         if handle.charged:
             self._per_user[handle.charged] -= 1
@@ -610,7 +594,7 @@ class ProcFs(pyfuse3.Operations):
         elif verb == "default-profile" and args:
             self.kernel.default_profile = WorkloadProfile.parse(" ".join(args))
         elif verb == "fail":
-            self._arm_fault(args)
+            self.faults.command(args, lambda pid: processes.read_process(pid) is not None)
         elif verb == "faults" and args == ["clear"]:
             self.faults.clear()
         elif verb == "lose" and len(args) == 1:
@@ -646,18 +630,7 @@ class ProcFs(pyfuse3.Operations):
         node = self.nodes.get(ino)
         if node is not None:
             return node.name.decode()
-        return "irix-syssgi" if ino == CONTROL_INODE else "irix"
-
-    def _arm_fault(self, args: list[str]) -> None:
-        if len(args) not in (3, 4):
-            raise commands.CommandError("usage: fail PID|control|* CALL|* ERRNO [TIMES|always]")
-        target: int | str = args[0]
-        if target not in (faults.ANY, faults.CONTROL):
-            target = commands.integer(args[0], "pid")
-            if processes.read_process(target) is None:
-                raise commands.CommandError(f"no process {target}")
-        times = 1 if len(args) == 3 else faults.ALWAYS if args[3] == "always" else commands.integer(args[3], "times")
-        self.faults.arm(target, args[1], faults.parse_errno(args[2]), times)
+        return self.files.control_name if ino == CONTROL_INODE else self.files.name
 
     def _invalidate_entry(self, pid: int) -> None:
         """Drop the kernel's cached entry of ``pid`` (in pyfuse3's thread:
@@ -682,53 +655,40 @@ class ProcFs(pyfuse3.Operations):
     # -- ioctl (through the bridge) ---------------------------------------------------
 
     def ioctl(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid) -> tuple[int, bytes]:
-        process_file = ino >= _PID_BASE and ino not in self.nodes and not pinfo.owns(ino)
-        counter_read = process_file and cmd == structs.PIOCGETEVCTRS and not data
-        if (process_file and not counter_read) or (ino == CONTROL_INODE and cmd not in _SYSSGI_READS):
-            # It may change what a read answered in C rests on: IRIX's process
-            # counters, which only these two kinds of file reach (the other
-            # personalities keep contexts of their own).
-            self.fast.clear()
-        node = self.nodes.get(ino)
-        if node is not None:
-            # A personality's node: it says what its call changed (no mark of IRIX's reads moves).
-            self._catch_up_events(None)
-            changed = Changed()
-            try:
-                return node.ioctl(Call(fh, cmd, arg, data, pid, uid, gid, fh in self._writable), changed)
-            finally:
-                self._apply(changed)
-        call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
-        if pinfo.owns(ino):
-            self._catch_up_events(None)
-            self.faults.check(pinfo.pid_of(ino), cmd)
-            return self._pinfo.ioctl(ino, call)
-        if ino == CONTROL_INODE:
-            self._catch_up_events(None)
-            self.faults.check(faults.CONTROL, cmd)
-            reply = self._syssgi_ioctls(call)
-            if cmd not in _SYSSGI_READS:
-                self._pages_changed(None)  # system mode or a caller's profiling may have changed
-        elif ino >= _PID_BASE:
-            handle = self._handles.get(fh)
-            if handle is None or handle.inode != ino:
-                raise OSError(errno.EBADF, "not an open process file")
-            self._catch_up_events(handle.pid)
-            self.faults.check(handle.pid, cmd)
-            gone = not processes.pidfd_alive(handle.pidfd)
-            if cmd == structs.HWPERFD_PIOCSTATEPAGE:
-                reply = self._state_page(handle, call, gone)
+        """Route by the kind of file to what answers it; what the call
+        changed is applied here, refused or not."""
+        writable = fh in self._writable
+        handle: Handle | None = None
+        files: Ioctls | None = self.nodes.get(ino)
+        target = start = 0
+        gone = False
+        if files is None:
+            if ino == CONTROL_INODE:
+                files = self.files.control
+            elif pinfo.owns(ino):
+                if ino == pinfo.DIR_INODE:
+                    raise OSError(errno.ENOTTY, "the pinfo directory takes no ioctl")
+                files, target = self.files.pinfo, pinfo.pid_of(ino)
+            elif ino >= _PID_BASE:
+                handle = self._handles.get(fh)
+                if handle is None or handle.inode != ino:
+                    raise OSError(errno.EBADF, "not an open process file")
+                files, target, start = self.files.process, handle.pid, handle.start
+            elif ino == pyfuse3.ROOT_INODE:
+                files = self.files.root  # any user may ask; nothing to catch up with
             else:
-                reply = self._proc_ioctls(handle.pid, call, handle.start, gone=gone)
-                if counter_read:
-                    self._mark_fast(fh, handle, pid, uid, gid)
-            if data or cmd in (structs.PIOCRELEVCTRS, structs.PIOCSAVECCNTRS):
-                self._pages_changed(handle.pid)  # reads leave a page as exact as it was
-        elif ino == pyfuse3.ROOT_INODE:
-            reply = machine.root_ioctl(self.kernel, call)  # any user may ask
-        else:
-            raise OSError(errno.ENOTTY, "no ioctl here")
-        self._version += 1  # any call may change what a page shows (a release carries no data)
-        if data or ino == CONTROL_INODE:  # HWPERF_PROF_CTR_CONT carries no data but may restart ticks
-            self._on_controls_changed()
+                raise OSError(errno.ENOTTY, "no ioctl here")
+        if handle is not None:
+            self._catch_up_events(target)
+            gone = not processes.pidfd_alive(handle.pidfd)
+        elif ino != pyfuse3.ROOT_INODE:
+            self._catch_up_events(None)
+        call = Call(fh, cmd, arg, data, pid, uid, gid, writable, out_size, target, start, gone)
+        changed = Changed()
+        try:
+            reply = files.ioctl(call, changed)
+        finally:
+            self._apply(changed)
+        if changed.fast_read and handle is not None:
+            self._mark_fast(fh, handle, pid, uid, gid)
         return reply

@@ -5,7 +5,8 @@ intended for use by unprivileged programs that wish to access miscellaneous
 process information such as that provided by ps(1)"; read(2) and write(2)
 are not allowed on them and only the informational ioctls may be called.
 Any user may open one; what each ioctl answers still follows Linux's /proc
-rules (``hwperfd.irix.info``).
+rules (``hwperfd.irix.info``).  Their ioctls go to the mount's own files'
+``pinfo`` (hwperfd/node.py, ``MountFiles``).
 """
 
 from __future__ import annotations
@@ -15,21 +16,12 @@ import stat
 
 import pyfuse3
 
-import structs
-from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
-from hwperfd.irix.calls import IoctlCall
-from hwperfd.irix.errno_map import UnknownCommand
-from hwperfd.irix.info import PINFO_COMMANDS, InfoIoctls
 
 NAME = b"pinfo"
 # Far above every pid file's inode (pid + 3, pids < 2**22).
 DIR_INODE = 1 << 32
 _BASE = DIR_INODE + 1
-
-# Every /proc ioctl hwperfd knows: on a pinfo file those not allowed are
-# EINVAL (known, not permitted here); anything else is ENOTTY.
-_KNOWN = frozenset(v for k, v in vars(structs).items() if k.startswith(("PIOC", "HWPERFD_PIOC")) and isinstance(v, int))
 
 
 def owns(inode: int) -> bool:
@@ -41,8 +33,7 @@ def pid_of(inode: int) -> int:
 
 
 class PinfoFiles:
-    def __init__(self, kernel: CounterKernel, started_ns: int) -> None:
-        self._info = InfoIoctls(kernel)
+    def __init__(self, started_ns: int) -> None:
         self._started = started_ns
 
     def attrs(self, inode: int) -> pyfuse3.EntryAttributes:
@@ -81,13 +72,3 @@ class PinfoFiles:
                 continue  # exited meanwhile
             if not pyfuse3.readdir_reply(token, b"%05d" % pid, attrs, pid):
                 return
-
-    def ioctl(self, inode: int, call: IoctlCall) -> tuple[int, bytes]:
-        if inode == DIR_INODE:
-            raise OSError(errno.ENOTTY, "the pinfo directory takes no ioctl")
-        handler = self._info.commands.get(call.cmd) if call.cmd in PINFO_COMMANDS else None
-        if handler is not None:
-            return handler(pid_of(inode), call)
-        if call.cmd in _KNOWN:
-            raise OSError(errno.EINVAL, "a pinfo file answers only PIOCPSINFO, PIOCUSAGE, PIOCGETPTIMER, PIOCCRED")
-        raise UnknownCommand(call.cmd)

@@ -269,6 +269,9 @@ def test_exec_ends_profiling_and_the_new_image_gets_no_tick(manual_mount, exampl
     try:
         assert proc.stdout.readline().startswith("enable: ")
         assert proc.stdout.readline() == "execing\n"
+        # It prints before it calls execve: time moved before that owes a tick
+        # to the old image, which may land after the exec and kill the new one.
+        assert wait_for(lambda: Path(f"/proc/{proc.pid}/comm").read_text() == "sleep\n")
         for _ in range(5):
             manual_mount.control(f"advance {proc.pid} 2ms")
             time.sleep(0.02)
