@@ -47,9 +47,13 @@ def slot_at(slot: SlotRate, du: int, ds: int) -> int:
 @dataclass(frozen=True)
 class Snapshot:
     generation: int
-    seen: tuple[int, int]  # (user_ns, system_ns) the counts are as of
+    seen: tuple[int, int]  # (user_ns, system_ns) the counts are as of; monotonic ns for a TSC's page
     slots: tuple[SlotRate, ...]
     fallback: bool
+    own: bool = False  # the counts never take in reaped children's (hs_flags HWPERFD_STATE_OWN)
+    cpus: int = 0  # per-CPU counters: CPU i's slots are slots[i * cpu_slots:][:cpu_slots]
+    cpu_slots: int = 0
+    expires: int = 0  # CLOCK_MONOTONIC ns from which the counts no longer hold (0: never)
 
 
 @lru_cache(maxsize=1024)

@@ -351,13 +351,13 @@ class CpcDevice:
             raise NoLwp(f"no process {pid}")
         if not self._may_control(caller.uid, caller.gid, caller.tid, pid):
             raise NoAccess(f"process {pid} is not the caller's")
-        tid = self._lwp_tid(pid, int(io.ci_id))
+        tid = self.lwp_tid(pid, int(io.ci_id))
         if self._thread_start(pid, tid) is None:
             raise NoLwp(f"no LWP {io.ci_id} in process {pid}")
         return pid, tid, True
 
     @staticmethod
-    def _lwp_tid(pid: int, lwp: int) -> int:
+    def lwp_tid(pid: int, lwp: int) -> int:
         """An LWP id of a process as a Linux thread id: Solaris numbers a
         process's LWPs from 1, so 1 is the first thread (tid == pid); any
         other id is a thread id."""
@@ -445,7 +445,7 @@ class CpcDevice:
         the answer's flags."""
         if io.ci_target != abi.HWPERFD_CPC_PCTX:
             return None
-        key = (int(io.ci_pid), self._lwp_tid(int(io.ci_pid), int(io.ci_id)))
+        key = (int(io.ci_pid), self.lwp_tid(int(io.ci_pid), int(io.ci_id)))
         kept = self._exited.get(key)
         if kept is None or (kept[0] != caller.uid and caller.uid != 0):
             return None

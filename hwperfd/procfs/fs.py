@@ -535,8 +535,11 @@ class ProcFs(pyfuse3.Operations):
         node = self.nodes.get(handle.inode)
         if node is not None:
             changed = Changed()
+            holder = self.kernel.cpus.reservation.holder
             node.release(fh, changed)
             self._apply(changed)
+            if self.kernel.cpus.reservation.holder != holder:
+                self._pages_changed(None)
             if changed.texts:
                 self.fast.clear()  # what was bound to the file is gone: the daemon looks again
         self._hold(handle, None)
@@ -694,10 +697,13 @@ class ProcFs(pyfuse3.Operations):
             # A personality's node: it says what its call changed (no mark of IRIX's reads moves).
             self._catch_up_events(None)
             changed = Changed()
+            holder = self.kernel.cpus.reservation.holder
             try:
                 return node.ioctl(Call(fh, cmd, arg, data, pid, uid, gid, fh in self._writable), changed)
             finally:
                 self._apply(changed)
+                if self.kernel.cpus.reservation.holder != holder:
+                    self._pages_changed(None)  # counters taken or given back: every personality's pages show it
         call = IoctlCall(cmd, arg, data, out_size, pid, uid, gid)
         if pinfo.owns(ino):
             self._catch_up_events(None)

@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <libcpc.h>
+#include <hwperfd/state.h>
 
 #define MAX_LIST 65536
 
@@ -53,6 +54,9 @@ struct __cpc_set {
 	pid_t		pid;		/* cpc_bind_pctx: the process and LWP */
 	id_t		id;
 	pid_t		thr;		/* the thread that bound it */
+	struct hwperfd_state_reader page; /* curlwp: the set's page (page.page NULL: none) */
+	int		serial;		/* the binding the page must show (its hs_generation) */
+	int		page_tried;	/* asked for since the last bind or a page's end */
 };
 
 struct __cpc_buf {
@@ -123,6 +127,30 @@ int _lwp_self(void)
 /* -- the lock: SIGEMT and the carrier are held while the lists change ---- */
 
 static int unbind(cpc_t *cpc, cpc_set_t *set);
+
+/* The calling thread's id, without a system call per sample (a forked
+ * child's thread asks again). */
+static __thread pid_t my_tid;
+static pthread_once_t tid_hook = PTHREAD_ONCE_INIT;
+
+static void forget_tid(void)
+{
+	my_tid = 0;
+}
+
+static void hook_tid(void)
+{
+	pthread_atfork(NULL, NULL, forget_tid);
+}
+
+static pid_t self_tid(void)
+{
+	if (my_tid == 0) {
+		pthread_once(&tid_hook, hook_tid);
+		my_tid = (pid_t)syscall(SYS_gettid);
+	}
+	return my_tid;
+}
 
 static void cpc_lock(cpc_t *cpc, sigset_t *old)
 {
@@ -800,6 +828,39 @@ static int pack(cpc_t *cpc, cpc_set_t *set, uint_t flags, struct hwperfd_cpc_io 
 	return 0;
 }
 
+/* The page of the set the calling LWP just bound on itself, and the binding it shows. */
+static void map_page(cpc_t *cpc, cpc_set_t *set)
+{
+	int saved = errno;
+
+	set->page_tried = 1;
+	if (hwperfd_state_open(cpc->fd, &set->page) == 0)
+		set->serial = __atomic_load_n(&set->page.page->hs_generation, __ATOMIC_ACQUIRE);
+	errno = saved;
+}
+
+/* A sample from the set's page: 0, or -1 to ask the daemon. */
+static int sample_page(cpc_set_t *set, cpc_buf_t *buf)
+{
+	uint64_t counts[1 + HWPERFD_CPC_MAXREQS], now;
+	int generation, i, saved = errno;
+
+	if (set->page.page == NULL || self_tid() != set->thr)
+		return -1;
+	if (hwperfd_state_read_cpu(&set->page, &generation, counts, 1 + (unsigned)set->nreqs, NULL, &now) < 0
+	    || generation != set->serial) {
+		if (set->page.page == NULL)	/* the daemon let it go: try its successor's once */
+			set->page_tried = 0;
+		errno = saved;
+		return -1;
+	}
+	for (i = 0; i < set->nreqs; i++)
+		buf->data[i] = counts[1 + i];
+	buf->tick = counts[0];
+	buf->hrtime = (hrtime_t)now;
+	return 0;
+}
+
 int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 {
 	struct hwperfd_cpc_io io;
@@ -816,8 +877,11 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 		return -1;
 	if (set->state == CS_UNBOUND)
 		__sync_fetch_and_add(&bound_sets, 1);
-	set->thr = (pid_t)syscall(SYS_gettid);
+	set->thr = self_tid();
 	set->state = CS_BOUND_CURLWP;
+	hwperfd_state_close(&set->page);
+	set->page_tried = 0;
+	map_page(cpc, set);
 	return 0;
 }
 
@@ -1008,6 +1072,7 @@ static int unbind(cpc_t *cpc, cpc_set_t *set)
 		break;
 	}
 	__sync_fetch_and_sub(&bound_sets, 1);
+	hwperfd_state_close(&set->page);
 	set->thr = 0;
 	set->id = -1;
 	set->state = CS_UNBOUND;
@@ -1028,6 +1093,8 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 	memset(&io, 0, sizeof io);
 	switch (set->state) {
 	case CS_BOUND_CURLWP:
+		if (sample_page(set, buf) == 0)
+			return 0;
 		io.ci_target = HWPERFD_CPC_LWP;
 		break;
 	case CS_BOUND_CPU:
@@ -1054,6 +1121,8 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 	memcpy(buf->data, io.ci_data, buf->n * sizeof(uint64_t));
 	buf->hrtime = io.ci_hrtime;
 	buf->tick = io.ci_tick;
+	if (set->state == CS_BOUND_CURLWP && set->page.page == NULL && !set->page_tried && self_tid() == set->thr)
+		map_page(cpc, set);
 	return 0;
 }
 
