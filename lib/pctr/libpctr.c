@@ -123,14 +123,24 @@ static int page_read(unsigned slot, pctrval *value)
 static int pctr_read(struct pctrst *st)
 {
     int fd = pctr_open();
-    int r;
+    int r, saved = errno;
 
     if (fd < 0)
         return -1;
     memset(st, 0, sizeof *st);
     r = ioctl(fd, PCIOCRD, st);
+    if (r < 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
+        /* The daemon that answered this file is gone (restarted): once more on the node as it is now. */
+        if (__sync_bool_compare_and_swap(&pctr_fd, fd, -1))
+            close(fd);
+        if ((fd = pctr_open()) < 0)
+            return -1;
+        r = ioctl(fd, PCIOCRD, st);
+    }
     if (r == 0 && __atomic_load_n(&page, __ATOMIC_ACQUIRE) == NULL)
         page_open(fd);
+    if (r == 0)
+        errno = saved; /* a read that succeeded leaves errno as it was */
     return r;
 }
 
