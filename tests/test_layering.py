@@ -133,8 +133,8 @@ ALLOWED_C = {
     "irix/libperfex": {"state", "state_open"},
     "irix/syssgi": set(),  # libhwperf
     "perfctr/libperfctr": {"state", "state_open"},
-    "cpc/libcpc": set(),
-    "pctr/libpctr": set(),
+    "cpc/libcpc": {"state", "state_open"},  # a set bound on its own LWP is sampled from its page
+    "pctr/libpctr": {"state", "state_open"},  # rdtsc() and rdpmc() read the page of every CPU
     "pctr/compat/openbsd": set(),  # libopenbsd-compat, for building OpenBSD's pctr(1)
 }
 C_SOURCES = sorted((ROOT / "lib").rglob("*.c"))
