@@ -61,7 +61,15 @@ class StatePages(Protocol):
     def __contains__(self, ident: int) -> bool: ...
 
     def grant(
-        self, pid: int, start: int, uid: int, source: Any = None, *, thread: bool = False, public: bool = False
+        self,
+        pid: int,
+        start: int,
+        uid: int,
+        source: Any = None,
+        *,
+        thread: bool = False,
+        public: bool = False,
+        wall: bool = False,
     ) -> str: ...
 
 

@@ -7,7 +7,7 @@ import errno
 
 import structs
 from hwperfd.cpc.device import Caller, CpcDevice
-from hwperfd.cpc.pages import CpcPages
+from hwperfd.cpc.pages import CpcCpuPages, CpcPages, cpu_ident
 from hwperfd.host import processes, tasks
 from hwperfd.node import Call, Changed, Mount
 from structs import cpc as abi
@@ -29,15 +29,21 @@ class CpcNode:
                                 process_start=processes.read_start, may_control=mount.may_control,
                                 signal=mount.signal, deliver=mount.deliver, pending=tasks.signal_pending)  # fmt: skip
         self.pages = CpcPages(self.device, kernel.profile)  # per-LWP sets' state pages, by tid
-        self.page_sources = (self.pages,)
+        real = getattr(mount.clock, "name", "") == "real"
+        self.cpu_pages = CpcCpuPages(self.device, real, processes.TICK_NS)  # CPU bindings' pages
+        self.page_sources = (self.pages, self.cpu_pages)
         self._state_pages = mount.state_pages
 
     def ioctl(self, call: Call, changed: Changed) -> tuple[int, bytes]:
         if call.cmd == structs.HWPERFD_PIOCSTATEPAGE:
             return self._state_page(call)
+        held = {b.cpu for b in self.device.cpu_bindings.values() if b.handle == call.fh}
         try:
             reply = self.device(call.cmd, call.data, Caller(call.pid, call.uid, call.gid, call.fh))
         finally:
+            for cpu in held | {b.cpu for b in self.device.cpu_bindings.values() if b.handle == call.fh}:
+                if call.cmd in _CHANGING or self.cpu_pages.stale(cpu):
+                    changed.page(self.cpu_pages, cpu_ident(cpu))  # bound, released, or taken anew
             if call.cmd in _CHANGING:
                 changed.page(self.pages, call.pid, resplit=True)  # the caller waits for this answer
                 if len(call.data) >= abi.CPC_IO_HEAD_SIZE:
@@ -51,11 +57,17 @@ class CpcNode:
         return reply
 
     def _state_page(self, call: Call) -> tuple[int, bytes]:
-        """HWPERFD_PIOCSTATEPAGE: the page of the set the calling LWP bound
-        on itself, told only to that LWP (EINVAL: it has none)."""
+        """HWPERFD_PIOCSTATEPAGE: on a file that holds a CPU binding, its
+        page (its binder is root: only root may read it); else the page of
+        the set the calling LWP bound on itself, told only to that LWP
+        (EINVAL: it has none)."""
         pages = self._state_pages()
         if pages is None:
             raise OSError(errno.EOPNOTSUPP, "state pages are off (--state-dir)")
+        cpu = next((b.cpu for b in self.device.cpu_bindings.values() if b.handle == call.fh), None)
+        if cpu is not None:
+            path = pages.grant(cpu_ident(cpu), 0, call.uid, self.cpu_pages, wall=True)
+            return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
         identity = self.pages.identity(call.pid)
         if identity is None:
             raise OSError(errno.EINVAL, f"LWP {call.pid} has no set bound on itself")
@@ -63,7 +75,10 @@ class CpcNode:
         return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
 
     def release(self, fh: int, changed: Changed) -> None:
+        held = [b.cpu for b in self.device.cpu_bindings.values() if b.handle == fh]
         self.device.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
+        for cpu in held:
+            changed.page(self.cpu_pages, cpu_ident(cpu))  # and its page
         changed.texts = True
 
     def describe(self) -> str:

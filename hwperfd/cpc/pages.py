@@ -14,6 +14,13 @@ answers as Solaris would: a set invalidated by a CPU bind or another
 personality taking the counters (EAGAIN), a frozen set or a request with
 CPC_OVF_NOTIFY_EMT (the daemon must see each overflow to send its SIGEMT),
 and a set another process bound on the LWP (cputrack's).
+
+A CPU binding (cpc_bind_cpu) has a page too, for the file that holds it
+(context id ``-1 - cpu``): the tick moves with wall time (the CPU's TSC since
+the bind, exact at any instant) and the values count the CPU's busy time,
+which a process cannot read without a system call of its own, so they show
+as the daemon took them, until ``hs_expires_ns`` (a scheduler tick), and a
+sample answers the same until then (``CpcDevice.cpu_hold_ns``).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from fractions import Fraction
 
 from hwperfd.counters.snapshot import SlotRate, Snapshot, register_rates, slot_rate
 from hwperfd.counters.threads import ThreadContext
-from hwperfd.cpc.device import SERVICE, CpcDevice, LwpBinding
+from hwperfd.cpc.device import SERVICE, CpcDevice, CpuBinding, LwpBinding
 from hwperfd.cpu.profiles import WorkloadProfile
 
 ZERO = Fraction(0)
@@ -87,3 +94,59 @@ class CpcPages:
         if len(made) != len(slots):
             fallback, made = True, tuple((0, 0, 0, 0, 0) for _ in slots)
         return Snapshot(ctx.serial & 0x7FFFFFFF, ctx.seen, made, fallback, own=True)
+
+
+def cpu_ident(cpu: int) -> int:
+    """A CPU binding's page's context id: never a thread's."""
+    return -1 - cpu
+
+
+class CpcCpuPages:
+    """The ``PageSource`` of libcpc's CPU bindings: contexts are ``cpu_ident(cpu)``."""
+
+    def __init__(self, device: CpcDevice, real: bool, hold_ns: int) -> None:
+        self.device = device
+        self.real = real
+        self.shown: dict[int, int] = {}  # cpu -> the take its page shows
+        if real:
+            device.cpu_hold_ns = hold_ns
+
+    def _binding(self, ident: int) -> CpuBinding | None:
+        return self.device.cpu_bindings.get(-1 - ident)
+
+    def stale(self, cpu: int) -> bool:
+        """The values were taken anew since the page was written."""
+        return self.real and self.shown.get(cpu) != self.device.cpu_taken[cpu]
+
+    def identity(self, ident: int) -> tuple[int, None] | None:
+        return None if self._binding(ident) is None else (0, None)
+
+    def is_counting(self, ident: int) -> bool:
+        return self._binding(ident) is not None
+
+    def catch_up(self, ids: Iterable[int] | None = None) -> None:
+        """The CPUs' values taken anew, unless they still stand (a hold)."""
+        for ident in ids or ():
+            binding = self._binding(ident)
+            if binding is not None:
+                self.device.catch_up_cpu(binding.cpu, force=False)
+
+    def snapshot(self, ident: int) -> Snapshot | None:
+        binding = self._binding(ident)
+        if binding is None:
+            return None
+        device, bset, cpu = self.device, binding.set, binding.cpu
+        pmu = device.cpus.pmus[cpu]
+        fallback = bset.invalid or bset.frozen or any(r.notify for r in bset.requests)
+        # The tick (CpcDevice._sample): the CPU's TSC since the bind.
+        if self.real:
+            now = device.clock.tsc_ns(cpu)
+            num, den = pmu.tsc.mhz.numerator, 1000 * pmu.tsc.mhz.denominator
+            tick: SlotRate = (now * num // den - bset.tick_base, now * num % den, num, 0, den)
+        else:
+            now = 0
+            tick = (pmu.tsc.at(device.clock.tsc_ns(cpu)) - bset.tick_base, 0, 0, 0, 0)
+        slots = (tick, *((value, 0, 0, 0, 0) for value in bset.values))
+        self.shown[cpu] = device.cpu_taken[cpu]
+        expires = device.cpu_taken[cpu] + device.cpu_hold_ns if self.real else 0
+        return Snapshot(binding.serial, (now, 0), slots, fallback, own=True, expires=expires)

@@ -208,6 +208,7 @@ class StatePages:
         *,
         thread: bool = False,
         public: bool = False,
+        wall: bool = False,
     ) -> str:
         """The path of the page of context ``pid`` (a thread's id if
         ``thread``), made if need be and readable by ``uid``: the caller,
@@ -215,8 +216,9 @@ class StatePages:
 
         ``public``: one page that every user may read (what it shows anyone
         may read through the ioctl: pctr's per-CPU counters), counted to no
-        user; under the real clock its counts move with wall time
-        (``HWPERFD_STATE_CLOCK_MONOTONIC``)."""
+        user.  ``wall`` (and ``public``): under the real clock its counts move
+        with wall time (``HWPERFD_STATE_CLOCK_MONOTONIC``): a CPU's, not a
+        process's or a thread's."""
         source = source or self.kernel
         key = (id(source), pid)
         page = self._pages.get(key)
@@ -230,7 +232,7 @@ class StatePages:
                 raise OSError(errno.EAGAIN, f"uid {uid} has {self.per_user} state pages")
             if not self._real:
                 kind = structs.HWPERFD_STATE_CLOCK_MANUAL
-            elif public:
+            elif public or wall:
                 kind = structs.HWPERFD_STATE_CLOCK_MONOTONIC
             else:
                 kind = structs.HWPERFD_STATE_CLOCK_THREAD if thread else structs.HWPERFD_STATE_CLOCK_PROCESS

@@ -828,14 +828,18 @@ static int pack(cpc_t *cpc, cpc_set_t *set, uint_t flags, struct hwperfd_cpc_io 
 	return 0;
 }
 
-/* The page of the set the calling LWP just bound on itself, and the binding it shows. */
-static void map_page(cpc_t *cpc, cpc_set_t *set)
+/* The page of the set just bound (on the calling LWP through the handle's
+ * file, on a CPU through the file that holds it), and the binding it shows. */
+static void map_page(int fd, cpc_set_t *set)
 {
 	int saved = errno;
 
 	set->page_tried = 1;
-	if (hwperfd_state_open(cpc->fd, &set->page) == 0)
+	if (hwperfd_state_open(fd, &set->page) == 0) {
 		set->serial = __atomic_load_n(&set->page.page->hs_generation, __ATOMIC_ACQUIRE);
+		/* any thread may sample a CPU's set: its page is never unmapped under them */
+		set->page.shared = set->state == CS_BOUND_CPU;
+	}
 	errno = saved;
 }
 
@@ -845,7 +849,7 @@ static int sample_page(cpc_set_t *set, cpc_buf_t *buf)
 	uint64_t counts[1 + HWPERFD_CPC_MAXREQS], now;
 	int generation, i, saved = errno;
 
-	if (set->page.page == NULL || self_tid() != set->thr)
+	if (set->page.page == NULL || (set->state == CS_BOUND_CURLWP && self_tid() != set->thr))
 		return -1;
 	if (hwperfd_state_read_cpu(&set->page, &generation, counts, 1 + (unsigned)set->nreqs, NULL, &now) < 0
 	    || generation != set->serial) {
@@ -880,8 +884,7 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 	set->thr = self_tid();
 	set->state = CS_BOUND_CURLWP;
 	hwperfd_state_close(&set->page);
-	set->page_tried = 0;
-	map_page(cpc, set);
+	map_page(cpc->fd, set);
 	return 0;
 }
 
@@ -978,6 +981,8 @@ int cpc_bind_cpu(cpc_t *cpc, processorid_t id, cpc_set_t *set, uint_t flags)
 	set->cpu = id;
 	set->thr = (pid_t)syscall(SYS_gettid);
 	set->state = CS_BOUND_CPU;
+	hwperfd_state_close(&set->page);
+	map_page(set->fd, set);
 	return 0;
 }
 
@@ -1098,6 +1103,8 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 		io.ci_target = HWPERFD_CPC_LWP;
 		break;
 	case CS_BOUND_CPU:
+		if (sample_page(set, buf) == 0)
+			return 0;
 		io.ci_target = HWPERFD_CPC_CPU;
 		io.ci_id = set->cpu;
 		fd = set->fd;
@@ -1122,7 +1129,7 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 	buf->hrtime = io.ci_hrtime;
 	buf->tick = io.ci_tick;
 	if (set->state == CS_BOUND_CURLWP && set->page.page == NULL && !set->page_tried && self_tid() == set->thr)
-		map_page(cpc, set);
+		map_page(cpc->fd, set);
 	return 0;
 }
 

@@ -4,6 +4,7 @@
  *
  *   b       bind PAPI_tot_cyc (user+system) and PAPI_tot_ins (user): "bound tid=T"
  *   n       the same with CPC_OVF_NOTIFY_EMT on the first, far from overflow
+ *   c N     the same (no notification) bound to CPU N (cpc_bind_cpu, root): "bound cpu=N"
  *   s       cpc_set_sample: "sample v0=A v1=B tick=T hrtime=H errno=E"
  *   i       HWPERFD_CPCIO_SAMPLE on <mount>/cpc (a round trip): "ioctl v0=A v1=B tick=T error=E"
  *   m       "maps N": live state pages mapped
@@ -46,7 +47,7 @@ static void sample(const char *tag)
 	fflush(stdout);
 }
 
-static void bind(uint_t notify)
+static void bind(uint_t notify, int cpu)
 {
 	if (set != NULL) {
 		cpc_buf_destroy(cpc, buf);
@@ -55,8 +56,11 @@ static void bind(uint_t notify)
 	set = cpc_set_create(cpc);
 	if (set == NULL || cpc_set_add_request(cpc, set, "PAPI_tot_cyc", 0, CPC_COUNT_USER | CPC_COUNT_SYSTEM | notify, 0,
 	    NULL) < 0 || cpc_set_add_request(cpc, set, "PAPI_tot_ins", 0, CPC_COUNT_USER, 0, NULL) < 0
-	    || (buf = cpc_buf_create(cpc, set)) == NULL || cpc_bind_curlwp(cpc, set, 0) < 0)
+	    || (buf = cpc_buf_create(cpc, set)) == NULL
+	    || (cpu < 0 ? cpc_bind_curlwp(cpc, set, 0) : cpc_bind_cpu(cpc, cpu, set, 0)) < 0)
 		printf("bound errno=%d\n", errno);
+	else if (cpu >= 0)
+		printf("bound cpu=%d\n", cpu);
 	else
 		printf("bound tid=%ld\n", (long)syscall(SYS_gettid));
 	fflush(stdout);
@@ -81,10 +85,13 @@ main(void)
 	while (fgets(line, sizeof line, stdin) != NULL) {
 		switch (line[0]) {
 		case 'b':
-			bind(0);
+			bind(0, -1);
 			break;
 		case 'n':
-			bind(CPC_OVF_NOTIFY_EMT);
+			bind(CPC_OVF_NOTIFY_EMT, -1);
+			break;
+		case 'c':
+			bind(0, atoi(line + 1));
 			break;
 		case 's':
 			sample("sample");

@@ -105,6 +105,22 @@ def test_own_samples_come_from_the_page_as_the_daemon_answers_them(intel, hot_sa
         program.close()
 
 
+def test_a_cpus_set_is_sampled_from_its_page_as_the_daemon_answers(intel, hot_samples):
+    """cpc_bind_cpu's set (root): the values of everything the CPU ran, the
+    tick its TSC since the bind; any thread samples it from the page."""
+    program = Program(hot_samples, intel)
+    try:
+        assert program.ask("c 1") == {"cpu": 1}
+        intel.control("advance-cpu 1 2ms 1ms")
+        intel.control("advance-cpu 0 5ms")  # another CPU's time is not this set's
+        with Stopped(intel):
+            first = program.ask("s", timeout=5)
+        assert first["errno"] == 0 and first["v0"] == 3 * MS and first["tick"] == 3 * MS
+        assert program.ask("m")["n"] == 1
+    finally:
+        program.close()  # its file goes: the CPU is free again
+
+
 def test_a_set_whose_counters_another_personality_takes_samples_eagain(intel, hot_samples):
     """cpc_bind_cpu(3CPC): "any attempt to sample an invalidated set returns
     EAGAIN"; so does one whose counters perfctr's global mode took."""
