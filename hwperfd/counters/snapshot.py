@@ -108,6 +108,14 @@ def slot_rate(count: int, residue: Fraction, per_user: Fraction, per_system: Fra
     return (count, *numbers, den)
 
 
+def tsc_slot(mhz: Fraction, ns: int, base: int = 0) -> SlotRate:
+    """A TSC at ``mhz`` as a slot of a page whose clock is wall time
+    (``HWPERFD_STATE_CLOCK_MONOTONIC``): ``Tsc.at`` (ns * mhz / 1000, floored)
+    less ``base``, exact at every later instant."""
+    num, den = mhz.numerator, 1000 * mhz.denominator
+    return (ns * num // den - base, ns * num % den, num, 0, den)
+
+
 def register_rates(
     cpu: PmuCpu, counter: int, rates: Mapping[str, Fraction], exl_share: Fraction
 ) -> tuple[Fraction, Fraction]:

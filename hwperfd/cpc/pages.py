@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 
-from hwperfd.counters.snapshot import SlotRate, Snapshot, register_rates, slot_rate
+from hwperfd.counters.snapshot import SlotRate, Snapshot, register_rates, slot_rate, tsc_slot
 from hwperfd.counters.threads import ThreadContext
 from hwperfd.cpc.device import SERVICE, CpcDevice, CpuBinding, LwpBinding
 from hwperfd.cpu.profiles import WorkloadProfile
@@ -141,8 +141,7 @@ class CpcCpuPages:
         # The tick (CpcDevice._sample): the CPU's TSC since the bind.
         if self.real:
             now = device.clock.tsc_ns(cpu)
-            num, den = pmu.tsc.mhz.numerator, 1000 * pmu.tsc.mhz.denominator
-            tick: SlotRate = (now * num // den - bset.tick_base, now * num % den, num, 0, den)
+            tick = tsc_slot(pmu.tsc.mhz, now, bset.tick_base)
         else:
             now = 0
             tick = (pmu.tsc.at(device.clock.tsc_ns(cpu)) - bset.tick_base, 0, 0, 0, 0)

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from hwperfd.counters.percpu import SERVICE, GlobalCounters
-from hwperfd.counters.snapshot import SlotRate, Snapshot
+from hwperfd.counters.snapshot import SlotRate, Snapshot, tsc_slot
 from structs import HWPERFD_STATE_SLOTS
 from structs.pctr import PCTR_NUM
 
@@ -73,9 +73,7 @@ class PctrPages:
         for cpu in range(min(ncpus, HWPERFD_STATE_SLOTS // CPU_SLOTS)):
             pmu = cpus.pmus[cpu]
             if self.real:
-                # cycles at the model's clock since boot: at(ns) = ns * num // (1000 * den)
-                num, den = pmu.tsc.mhz.numerator, 1000 * pmu.tsc.mhz.denominator
-                slots.append((now * num // den, now * num % den, num, 0, den))
+                slots.append(tsc_slot(pmu.tsc.mhz, now))  # cycles at the model's clock since boot
             else:
                 slots.append((counters.tsc(cpu), 0, 0, 0, 0))
             values = [pmu.rdpmc(i) for i in range(counters.count)] if self.has_counters else []
