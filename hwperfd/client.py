@@ -19,7 +19,8 @@ import os
 import resource
 import struct
 import time
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Self, Sequence
+from collections.abc import Mapping, Sequence
+
 
 import structs
 from structs import (
@@ -29,6 +30,12 @@ from structs import (
     HWPERF_CNTEN_U,
     HWPERF_EVENTMAX,
 )
+
+TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple, Self
+else:
+    from hwperfd.records import NamedTuple
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -122,7 +122,17 @@ class StatePages(Protocol):
 
     def __contains__(self, ident: int) -> bool: ...
 
-    def grant(self, pid: int, start: int, uid: int, source: Any = None, *, thread: bool = False) -> str: ...
+    def grant(
+        self,
+        pid: int,
+        start: int,
+        uid: int,
+        source: Any = None,
+        *,
+        thread: bool = False,
+        public: bool = False,
+        wall: bool = False,
+    ) -> str: ...
 
 
 @dataclass(frozen=True)

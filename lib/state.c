@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -86,24 +87,50 @@ void hwperfd_state_before_ioctl(struct hwperfd_state_reader *r)
         children_times(&r->children_user, &r->children_system);
 }
 
-static uint64_t cpu_clock(uint32_t kind)
+static uint64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clockid_t id = kind == HWPERFD_STATE_CLOCK_THREAD ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID;
     if (clock_gettime(id, &ts) != 0)
         return 0;
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t cpu_clock(uint32_t kind)
+{
+    if (kind == HWPERFD_STATE_CLOCK_MONOTONIC)
+        return clock_ns(CLOCK_MONOTONIC);
+    return clock_ns(kind == HWPERFD_STATE_CLOCK_THREAD ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID);
+}
+
+void hwperfd_state_adopt(struct hwperfd_state_reader *r)
+{
+    r->forks = __atomic_load_n(&forks, __ATOMIC_RELAXED);
+    r->pid = getpid();
+}
+
+/* The host CPU the caller runs on (the vDSO's getcpu: no system call). */
+static unsigned host_cpu(void)
+{
+    int cpu = sched_getcpu();
+    return cpu < 0 ? 0 : (unsigned)cpu;
+}
+
 int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n)
+{
+    return hwperfd_state_read_cpu(r, generation, counts, n, NULL, NULL);
+}
+
+int hwperfd_state_read_cpu(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n,
+                           unsigned *cpu_out, uint64_t *now_ns)
 {
     const volatile struct hwperfd_state *p = r->page;
     struct hwperfd_state_slot slots[HWPERFD_STATE_SLOTS];
     uint64_t user_ns, system_ns, split_user, split_system, split_carry, system_room, now = 0, du, ds;
-    uint32_t seq, flags, kind;
+    uint64_t expires, mono = 0;
+    uint32_t seq, flags, kind, ncpus, stride;
     struct timeval cu = {0, 0}, cs = {0, 0};
     int gen;
-    unsigned i, nslots, spins = 0;
+    unsigned i, nslots, first, cpu = 0, spins = 0;
 
     if (p == NULL || r->forks != __atomic_load_n(&forks, __ATOMIC_RELAXED) || n > HWPERFD_STATE_SLOTS) {
         errno = EAGAIN;
@@ -128,38 +155,53 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
         split_system = p->hs_split_system;
         split_carry = p->hs_split_carry;
         system_room = p->hs_system_room;
+        ncpus = p->hs_ncpus;
+        stride = p->hs_cpu_slots;
+        expires = p->hs_expires_ns;
         if (nslots > HWPERFD_STATE_SLOTS)
             nslots = HWPERFD_STATE_SLOTS;
-        for (i = 0; i < n && i < nslots; i++) {
-            slots[i].count = p->hs_slots[i].count;
-            slots[i].residue = p->hs_slots[i].residue;
-            slots[i].per_user = p->hs_slots[i].per_user;
-            slots[i].per_system = p->hs_slots[i].per_system;
-            slots[i].den = p->hs_slots[i].den;
+        first = 0;
+        if (ncpus) {
+            cpu = host_cpu() % ncpus;
+            first = cpu * stride;
+        }
+        for (i = 0; i < n && first + i < nslots; i++) {
+            slots[i].count = p->hs_slots[first + i].count;
+            slots[i].residue = p->hs_slots[first + i].residue;
+            slots[i].per_user = p->hs_slots[first + i].per_user;
+            slots[i].per_system = p->hs_slots[first + i].per_system;
+            slots[i].den = p->hs_slots[first + i].den;
         }
         /* The clock after the snapshot: never earlier than the daemon's. */
         if (kind != HWPERFD_STATE_CLOCK_MANUAL)
             now = cpu_clock(kind);
+        if (now_ns != NULL || expires)
+            mono = kind == HWPERFD_STATE_CLOCK_MONOTONIC ? now : clock_ns(CLOCK_MONOTONIC);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&p->hs_seq, __ATOMIC_RELAXED) == seq)
             break;
     }
     if (flags & HWPERFD_STATE_DEAD) {
-        hwperfd_state_close(r);
+        if (!r->shared)
+            hwperfd_state_close(r);
         errno = ESTALE;
         return -1;
     }
-    if (flags & HWPERFD_STATE_FALLBACK || n > nslots) {
+    /* Past its expiry the snapshot no longer holds: the ioctl at this moment
+     * would take the counts anew (and write the page again). */
+    if (flags & HWPERFD_STATE_FALLBACK || first + n > nslots || (expires && mono >= expires)) {
         errno = EAGAIN;
         return -1;
     }
     /* A child reaped since the daemon last answered brings counts it has not
      * folded in yet (r10k_counters(5): a waiting parent gets its child's). */
-    children_times(&cu, &cs);
-    if (cu.tv_sec != r->children_user.tv_sec || cu.tv_usec != r->children_user.tv_usec
-        || cs.tv_sec != r->children_system.tv_sec || cs.tv_usec != r->children_system.tv_usec) {
-        errno = EAGAIN;
-        return -1;
+    if (!(flags & HWPERFD_STATE_OWN)) {
+        children_times(&cu, &cs);
+        if (cu.tv_sec != r->children_user.tv_sec || cu.tv_usec != r->children_user.tv_usec
+            || cs.tv_sec != r->children_system.tv_sec || cs.tv_usec != r->children_system.tv_usec) {
+            errno = EAGAIN;
+            return -1;
+        }
     }
     du = ds = 0;
     if (kind != HWPERFD_STATE_CLOCK_MANUAL)
@@ -168,5 +210,9 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
         counts[i] = hwperfd_state_slot_count(slots[i].count, slots[i].residue, slots[i].per_user,
                                              slots[i].per_system, slots[i].den, du, ds);
     *generation = gen;
+    if (cpu_out != NULL)
+        *cpu_out = cpu;
+    if (now_ns != NULL)
+        *now_ns = mono;
     return 0;
 }

@@ -11,11 +11,16 @@ starts without construct.  The construct definitions load on the first use
 of one of their names (PEP 562 ``__getattr__``).
 """
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
+
 
 from structs.core import *  # noqa: F401,F403
 # Star imports carry no underscore names; the _IO* encoders are part of the ABI too.
 from structs.core import _IO, _IOC, _IOC_NONE, _IOC_READ, _IOC_WRITE, _IOR, _IOW, _IOWR  # noqa: F401
+
+TYPE_CHECKING = False  # typing stays off perfex's start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from structs.hwperftypes import *  # noqa: F401,F403

@@ -279,11 +279,13 @@ HWPERFD_STATE_SLOTS = 64  # room for IRIX's 32 slots, and perfctr's TSC + PMCs
 # hs_flags
 HWPERFD_STATE_FALLBACK = 0x1  # this read needs the ioctl: the snapshot cannot be extrapolated
 HWPERFD_STATE_DEAD = 0x2  # the page is no longer kept: unmap it, read through the ioctl
+HWPERFD_STATE_OWN = 0x4  # the counts never take in reaped children's (no RUSAGE_CHILDREN check)
 
 # hs_clock: what moves the context's counts
 HWPERFD_STATE_CLOCK_MANUAL = 0  # only the daemon: the snapshot is the count
 HWPERFD_STATE_CLOCK_PROCESS = 1  # the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID)
 HWPERFD_STATE_CLOCK_THREAD = 2  # the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID)
+HWPERFD_STATE_CLOCK_MONOTONIC = 3  # wall time (CLOCK_MONOTONIC), all of it counted as user time: a TSC
 
 HWPERFD_STATE_PATH_MAX = 128
 # On a process's own file (mount/%05d), by that process only: its page's path (hwperfd_statepage_t).

@@ -18,11 +18,13 @@ from construct import Array, Bytes, Int16ul, Int32sl, Int32ul, Int64ul, PaddedSt
 from structs.core import (  # noqa: F401  (the state page's constants, re-exported beside its structs)
     HWPERFD_PIOCSTATEPAGE,
     HWPERFD_STATE_CLOCK_MANUAL,
+    HWPERFD_STATE_CLOCK_MONOTONIC,
     HWPERFD_STATE_CLOCK_PROCESS,
     HWPERFD_STATE_CLOCK_THREAD,
     HWPERFD_STATE_DEAD,
     HWPERFD_STATE_FALLBACK,
     HWPERFD_STATE_MAGIC,
+    HWPERFD_STATE_OWN,
     HWPERFD_STATE_PATH_MAX,
     HWPERFD_STATE_SIZE,
     HWPERFD_STATE_SLOTS,
@@ -53,7 +55,10 @@ hwperfd_state_t = Struct(
     "hs_pid" / Int32sl,  # the process (or thread) counted
     "hs_pad" / Int32ul,
     "hs_split_carry" / Int64ul,  # a part of a ns of system time carried in, over the parts
-    "hs_reserved" / Bytes(48),
+    "hs_ncpus" / Int32ul,  # per-CPU counters: how many CPUs (0: one context)
+    "hs_cpu_slots" / Int32ul,  # slots per CPU
+    "hs_expires_ns" / Int64ul,  # CLOCK_MONOTONIC ns from which the snapshot no longer holds (0: never)
+    "hs_reserved" / Bytes(32),
     "hs_slots" / Array(HWPERFD_STATE_SLOTS, hwperfd_state_slot_t),
 )
 

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # What each layer may import, besides itself.  Data flows down on a call.
 ALLOWED = {
     "structs": set(),
-    "hwperfd.cpu": {"hwperfd.trace"},
+    # typing.NamedTuple's class statement without typing, for perfex's start-up.
+    "hwperfd.records": set(),
+    "hwperfd.cpu": {"hwperfd.trace", "hwperfd.records"},
     "hwperfd.host": set(),
     "hwperfd.counters": {"hwperfd.cpu", "hwperfd.trace"},
     # IRIX answers the mount's own files through hwperfd/node.py's contract, as the other personalities do.
@@ -34,10 +36,10 @@ ALLOWED = {
         "structs", "hwperfd.trace",
     },
     # Tools are clients: they speak to the mount, never to the daemon's insides.
-    "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "structs"},
+    "hwperfd.perfex": {"hwperfd.client", "hwperfd.cpu", "hwperfd.records", "structs"},
     # ecfind reads Linux's /proc for its ps(1) columns, as any program may.
     "hwperfd.ec": {"hwperfd.client", "hwperfd.cpu", "hwperfd.host", "hwperfd.perfex", "structs"},
-    "hwperfd.client": {"structs"},
+    "hwperfd.client": {"hwperfd.records", "structs"},
     # pctr(1) is a client of <mount>/pctr; it knows the models' event tables.
     "hwperfd.pctr.tool": {"hwperfd.cpu", "structs"},
     # cputrack(1) and cpustat(1M) are clients of <mount>/cpc (libcpc's calls, from Python).
@@ -135,8 +137,8 @@ ALLOWED_C = {
     "irix/libperfex": {"state", "state_open"},
     "irix/syssgi": set(),  # libhwperf
     "perfctr/libperfctr": {"state", "state_open"},
-    "cpc/libcpc": set(),
-    "pctr/libpctr": set(),
+    "cpc/libcpc": {"state", "state_open"},  # a set bound on its own LWP is sampled from its page
+    "pctr/libpctr": {"state", "state_open"},  # rdtsc() and rdpmc() read the page of every CPU
     "pctr/compat/openbsd": set(),  # libopenbsd-compat, for building OpenBSD's pctr(1)
 }
 C_SOURCES = sorted((ROOT / "lib").rglob("*.c"))

@@ -254,12 +254,26 @@ class Lifecycle:
         return not (identity and identity[0] and identity[0] != start)
 
     def _reaped(self, pid: int, waited: bool = False) -> None:
-        """``waited``: its parent is known to have reaped it."""
-        # Its zombies still here outlived its exit (its own were folded then):
-        # init's now, unless their parent is still a zombie.
-        for child in list(self._zombies.get(pid, ())):
-            if not self._alive(child):
-                self._reaped(child)
+        """``waited``: its parent is known to have reaped it.
+
+        Its zombies still here outlived its exit (its own were folded then):
+        init's now, unless their parent is still a zombie.  Those gone are
+        reaped first, theirs before them, without recursion: a chain of
+        zombies may be as deep as a fork chain (a recursion over 1 000 of
+        them ended the daemon with RecursionError)."""
+        stack, seen = [(pid, waited, False)], {pid}
+        while stack:
+            each, was_waited, children_done = stack.pop()
+            if children_done:
+                self._reaped_one(each, was_waited)
+                continue
+            stack.append((each, was_waited, True))
+            for child in list(self._zombies.get(each, ())):
+                if child not in seen and not self._alive(child):
+                    seen.add(child)
+                    stack.append((child, False, False))
+
+    def _reaped_one(self, pid: int, waited: bool) -> None:
         parent = self.kernel.parent_of(pid)
         self._zombies.get(parent, set()).discard(pid)
         if parent in self._zombies and not self._zombies[parent]:

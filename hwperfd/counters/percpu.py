@@ -16,6 +16,7 @@ hardware and hold the shared reservation.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
@@ -77,6 +78,9 @@ class GlobalCounters:
         self.service = service
         self.functions = [0] * cpus.model.counters
         self._seen = CpuTimeSeen(clock, len(cpus))
+        self.hold_ns = 0  # > 0: counts taken at one moment hold this long (a state page shows them)
+        self.taken_at = 0  # when every CPU's counts were last taken (monotonic ns), while holding
+        self._now = time.monotonic_ns
 
     @property
     def count(self) -> int:
@@ -96,7 +100,7 @@ class GlobalCounters:
             holder = self.cpus.reservation.reserve(self.service)
             if holder is not None:
                 raise CountersBusy(f"hardware taken by '{holder}'")
-        self.catch_up()
+        self.catch_up(force=True)  # the old function counts up to now
         self.functions[counter] = function
         for pmu in self.cpus.pmus:
             pmu.write(counter, 0)
@@ -120,8 +124,24 @@ class GlobalCounters:
     def tsc(self, cpu: int) -> int:
         return self.cpus.pmus[cpu].tsc.at(self.clock.tsc_ns(cpu))
 
-    def catch_up(self, cpu: int | None = None) -> None:
-        """Run each CPU's new busy time through its counters."""
+    @property
+    def expires(self) -> int:
+        """While holding: when the counts last taken stop holding (monotonic ns)."""
+        return self.taken_at + self.hold_ns if self.hold_ns else 0
+
+    def catch_up(self, cpu: int | None = None, force: bool = False) -> None:
+        """Run each CPU's new busy time through its counters.
+
+        While holding (``hold_ns``), every CPU's counts are taken at one
+        moment and stand for ``hold_ns``: a reader of the state page that
+        shows them, and a PCIOCRD, get the same counts until then.  A CPU's
+        busy time moves in scheduler ticks anyway (/proc/stat), so a hold
+        of one tick adds at most a tick to what a read lags."""
+        if self.hold_ns:
+            now = self._now()
+            if now < self.taken_at + self.hold_ns and not force:
+                return
+            self.taken_at, cpu = now, None
         profile = self._profile()
         for i in range(len(self.cpus)) if cpu is None else (cpu,):
             user, system = self._seen.take(i)

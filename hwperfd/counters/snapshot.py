@@ -47,9 +47,13 @@ def slot_at(slot: SlotRate, du: int, ds: int) -> int:
 @dataclass(frozen=True)
 class Snapshot:
     generation: int
-    seen: tuple[int, int]  # (user_ns, system_ns) the counts are as of
+    seen: tuple[int, int]  # (user_ns, system_ns) the counts are as of; monotonic ns for a TSC's page
     slots: tuple[SlotRate, ...]
     fallback: bool
+    own: bool = False  # the counts never take in reaped children's (hs_flags HWPERFD_STATE_OWN)
+    cpus: int = 0  # per-CPU counters: CPU i's slots are slots[i * cpu_slots:][:cpu_slots]
+    cpu_slots: int = 0
+    expires: int = 0  # CLOCK_MONOTONIC ns from which the counts no longer hold (0: never)
 
 
 @lru_cache(maxsize=1024)
@@ -102,6 +106,14 @@ def slot_rate(count: int, residue: Fraction, per_user: Fraction, per_system: Fra
     if den >= U64 or count >= U64 or any(not 0 <= n < U64 for n in numbers):
         return None
     return (count, *numbers, den)
+
+
+def tsc_slot(mhz: Fraction, ns: int, base: int = 0) -> SlotRate:
+    """A TSC at ``mhz`` as a slot of a page whose clock is wall time
+    (``HWPERFD_STATE_CLOCK_MONOTONIC``): ``Tsc.at`` (ns * mhz / 1000, floored)
+    less ``base``, exact at every later instant."""
+    num, den = mhz.numerator, 1000 * mhz.denominator
+    return (ns * num // den - base, ns * num % den, num, 0, den)
 
 
 def register_rates(

@@ -121,6 +121,7 @@ class CpuBinding:
     cpu: int
     set: BoundSet
     handle: int  # the open file that holds it
+    serial: int = 0  # which binding, for its state page
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,9 @@ class CpcDevice:
         self._may_control = may_control  # (uid, gid, caller tid, target pid)
         self._signal = signal
         self.cpu_bindings: dict[int, CpuBinding] = {}
+        self.cpu_hold_ns = 0  # > 0: a CPU's values, once taken, stand this long (their state page shows them)
+        self.cpu_taken = [0] * len(cpus)  # when each CPU's were last taken (monotonic ns)
+        self._serials = itertools.count(1)
         self._cpu_seen = [clock.cpu_times(i) for i in range(len(cpus))]
         # Final values of exited LWPs that another process bound (cputrack
         # reads them once after the exit): (pid, tid) -> (binder uid, values,
@@ -369,13 +373,13 @@ class CpcDevice:
             raise NoLwp(f"no process {pid}")
         if not self._may_control(caller.uid, caller.gid, caller.tid, pid):
             raise NoAccess(f"process {pid} is not the caller's")
-        tid = self._lwp_tid(pid, int(io.ci_id))
+        tid = self.lwp_tid(pid, int(io.ci_id))
         if self._thread_start(pid, tid) is None:
             raise NoLwp(f"no LWP {io.ci_id} in process {pid}")
         return pid, tid, True
 
     @staticmethod
-    def _lwp_tid(pid: int, lwp: int) -> int:
+    def lwp_tid(pid: int, lwp: int) -> int:
         """An LWP id of a process as a Linux thread id: Solaris numbers a
         process's LWPs from 1, so 1 is the first thread (tid == pid); any
         other id is a thread id."""
@@ -397,10 +401,10 @@ class CpcDevice:
             raise Unavailable(f"the counters are held by {holder!r}")
         if not self.cpu_bindings:
             self._invalidate_lwps()
-        self._catch_up_cpu(cpu)
+        self.catch_up_cpu(cpu)
         pmu = self.cpus.pmus[cpu]
         bset.tick_base = pmu.tsc.at(self.clock.tsc_ns(cpu))
-        self.cpu_bindings[cpu] = CpuBinding(cpu, bset, caller.handle)
+        self.cpu_bindings[cpu] = CpuBinding(cpu, bset, caller.handle, next(self._serials) & 0x7FFFFFFF)
         bset.start(pmu)
         trace.active.cpu_programmed(SERVICE, (pmu,))
 
@@ -422,7 +426,7 @@ class CpcDevice:
         io.ci_flags = 0
         if io.ci_target == abi.HWPERFD_CPC_CPU:
             binding = self._cpu_binding(io, caller)
-            self._catch_up_cpu(binding.cpu)
+            self.catch_up_cpu(binding.cpu, force=False)
             bset = binding.set
             tick = self.cpus.pmus[binding.cpu].tsc.at(self.clock.tsc_ns(binding.cpu)) - bset.tick_base
         else:
@@ -463,7 +467,7 @@ class CpcDevice:
         the answer's flags."""
         if io.ci_target != abi.HWPERFD_CPC_PCTX:
             return None
-        key = (int(io.ci_pid), self._lwp_tid(int(io.ci_pid), int(io.ci_id)))
+        key = (int(io.ci_pid), self.lwp_tid(int(io.ci_pid), int(io.ci_id)))
         kept = self._exited.get(key)
         if kept is None or (kept[0] != caller.uid and caller.uid != 0):
             return None
@@ -557,7 +561,7 @@ class CpcDevice:
         return binding
 
     def _release_cpu(self, binding: CpuBinding) -> None:
-        self._catch_up_cpu(binding.cpu)
+        self.catch_up_cpu(binding.cpu)
         binding.set.stop(self.cpus.pmus[binding.cpu])
         trace.active.cpu_programmed(SERVICE, (self.cpus.pmus[binding.cpu],))
         del self.cpu_bindings[binding.cpu]
@@ -651,7 +655,16 @@ class CpcDevice:
         binding.set.sync(ctx.cpu)
         return list(binding.set.values), self._tick(ctx.ran_ns - binding.seen0)
 
-    def _catch_up_cpu(self, cpu: int) -> None:
+    def catch_up_cpu(self, cpu: int, force: bool = True) -> None:
+        """Run the CPU's new busy time through its counters.  A sample
+        (``force`` False) under a hold (``cpu_hold_ns``: the binding's state
+        page shows the values as taken) takes them anew only once they have
+        stood that long, so the page and the sample agree until then."""
+        if self.cpu_hold_ns:
+            wall = time.monotonic_ns()
+            if not force and wall < self.cpu_taken[cpu] + self.cpu_hold_ns:
+                return
+            self.cpu_taken[cpu] = wall
         now = self.clock.cpu_times(cpu)
         before = self._cpu_seen[cpu]
         user, system = max(0, now[0] - before[0]), max(0, now[1] - before[1])

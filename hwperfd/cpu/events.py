@@ -34,7 +34,11 @@ cycles.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from hwperfd.records import NamedTuple
 
 KINDS: tuple[str, ...] = (
     "cycles",

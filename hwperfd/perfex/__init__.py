@@ -10,10 +10,19 @@ cost table as data), ``stats`` (derived statistics), ``report`` (text,
 JSON, CSV), ``cli`` (the command line).
 """
 
-import signal as _signal
+from __future__ import annotations
+
+# The C module under ``signal``: the same calls, with plain ints for
+# signals, and without ``enum`` (and ``re``), which would cost perfex's
+# start-up more than the rest of its own modules (docs/speed.md).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal as _signal
+else:
+    import _signal
 
 #: The signal mask perfex started with, once ``hold_start_signals`` ran.
-startup_mask: set[int | _signal.Signals] | None = None
+startup_mask: set[int] | None = None
 
 
 def hold_start_signals() -> None:

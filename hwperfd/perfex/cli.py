@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
 
 import structs
 from hwperfd.client import NotMounted, mount_point
@@ -22,6 +21,10 @@ from hwperfd.perfex import plan as plans
 from hwperfd.perfex import report as reports
 from hwperfd.perfex import runner, stats
 from hwperfd.perfex.runner import EXIT_PERFEX, PerfexError
+
+TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 USAGE = """\
 usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-y] [-t]

@@ -30,11 +30,16 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Mapping, NamedTuple
+
 
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
+
+TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
+if TYPE_CHECKING:
+    from typing import Mapping, NamedTuple
+else:
+    from hwperfd.records import NamedTuple
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -240,8 +245,13 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _normal(name: str) -> str:
-    return " ".join(re.sub(r"[^0-9a-z/]+", " ", name.casefold()).split())
+def normal_name(name: str) -> str:
+    """An event's name as perfex compares names: case folded, each run of
+    characters other than 0-9, a-z and / one space, none at the ends."""
+    return " ".join("".join(c if c in _NAME_CHARS else " " for c in name.casefold()).split())
+
+
+_NAME_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz/")
 
 
 def parse(text: str, cpu_type: str, filename: str = "<costs>") -> dict[int, EventCost]:
@@ -292,13 +302,13 @@ def parse(text: str, cpu_type: str, filename: str = "<costs>") -> dict[int, Even
         if number is None:
             if not name:
                 raise fail("no event number or name")
-            matches = [e.number for e in events.events if _normal(e.name) == _normal(name)]
+            matches = [e.number for e in events.events if normal_name(e.name) == normal_name(name)]
             if not matches:
                 raise fail(f"{name!r} is not an event of the {cpu_label(cpu_type)}")
             if len(matches) > 1:
                 raise fail(f"{name!r} is events {' and '.join(map(str, matches))}: give the event number")
             number = matches[0]
-        elif name and _normal(name) != _normal(events.events[number].name):
+        elif name and normal_name(name) != normal_name(events.events[number].name):
             raise fail(
                 f"event {number} is {events.events[number].name!r} on the {cpu_label(cpu_type)}, not {name!r}"
             )

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-from typing import NamedTuple
 
 from hwperfd.client import ProcessCounters, mount_dir, require_mount, user
 from hwperfd.cpu.events import CPU_TYPE_DATA
 from hwperfd.perfex.costs import cpu_label
 
-CPU_LINE = re.compile(r"^cpu (\S+) x(\d+) @ ([0-9.]+) MHz", re.M)
+TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from hwperfd.records import NamedTuple
 
 
 class MachineUnknown(RuntimeError):
@@ -37,10 +39,31 @@ class Machine(NamedTuple):
 
 
 def parse_cpu_line(text: str) -> tuple[str, int, float] | None:
-    match = CPU_LINE.search(text)
-    if not match or match.group(1) not in CPU_TYPE_DATA:
-        return None
-    return match.group(1), int(match.group(2)), float(match.group(3))
+    """The control node's first ``cpu TYPE xN @ MHZ MHz`` line, if its type is
+    known.  Parsed by hand: ``re`` (with ``enum`` under it) would cost perfex's
+    start-up more than the parse."""
+    for line in text.split("\n"):
+        words = line.split(" ", 5)
+        if (
+            len(words) == 6
+            and words[0] == "cpu"
+            and _word(words[1])
+            and words[2][:1] == "x"
+            and words[2][1:].isdecimal()
+            and words[3] == "@"
+            and words[4]
+            and all(c in "0123456789." for c in words[4])
+            and words[5].startswith("MHz")
+        ):
+            if words[1] not in CPU_TYPE_DATA:
+                return None
+            return words[1], int(words[2][1:]), float(words[4])
+    return None
+
+
+def _word(text: str) -> bool:
+    """One or more characters, none of them white space."""
+    return bool(text) and not any(c.isspace() for c in text)
 
 
 def detect(mount: str | os.PathLike[str] | None = None) -> Machine:

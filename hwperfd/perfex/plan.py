@@ -23,11 +23,16 @@ multiplexed per counter).
 
 from __future__ import annotations
 
-import re
-from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import structs
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
+from hwperfd.perfex.costs import normal_name
+
+TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping, NamedTuple, Sequence
+else:
+    from hwperfd.records import NamedTuple
 
 SLOTS_PER_COUNTER = 16
 CYCLES = 0
@@ -79,26 +84,22 @@ def cpu_events(cpu_type: str) -> CpuEvents:
     return CPU_EVENTS[cpu_type]
 
 
-def _normal(text: str) -> str:
-    return " ".join(re.sub(r"[^0-9a-z/]+", " ", text.casefold()).split())
-
-
 def parse_event(text: str, cpu_type: str) -> int:
     """An event number 0-31, or a name as perfex(1) prints it (any case;
     spaces, dashes or underscores), or its <sys/hwperfmacros.h> macro."""
     table = cpu_events(cpu_type)
     word = text.strip()
-    if re.fullmatch(r"[0-9]+", word):
+    if word.isascii() and word.isdecimal():
         number = int(word)
         if number >= len(table.events):
             raise EventError(f"event {number} is outside 0..{len(table.events) - 1}")
         return number
-    key = _normal(word)
+    key = normal_name(word)
     for event in table.events:  # the lower number of a twin wins (0, 15)
         # An event may also be named by its kind ("fu_completion_cycles": the
         # revision 3.x meaning of perfex(1)'s "14 = Virtual coherency conditions").
         names = [event.name, event.macro, event.kind, *event.name.split(" / ")]
-        if key in (_normal(name) for name in names):
+        if key in (normal_name(name) for name in names):
             return event.number
     raise EventError(
         f"unknown event {text!r} for the {cpu_type.upper()} (give 0-31 or a name; `perfex --list` lists them)"

@@ -25,22 +25,25 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-import signal
 import sys
-from typing import Callable, NamedTuple
 
 import structs
 from hwperfd.client import ProcessCounters
 from hwperfd.perfex.plan import EventPlan
 
+TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
+if TYPE_CHECKING:
+    import signal
+    from typing import Callable, NamedTuple
+else:
+    import _signal as signal  # signal's C module: no enum on perfex's start-up (hwperfd/perfex/__init__.py)
+
+    from hwperfd.records import NamedTuple
+
 SLOTS = 32
 EXIT_PERFEX = 125  # perfex itself failed (as env(1), nice(1), timeout(1))
 EXIT_CANNOT_RUN = 126
 EXIT_NOT_FOUND = 127
-
-DESCENDANT = re.compile(r"^descendant (\d+) (\S+)((?: \d+){32})\s*$", re.M)
-THREAD = re.compile(r"^thread (\d+) (\d+) (\d+)\s*$", re.M)
 
 
 class PerfexError(RuntimeError):
@@ -444,9 +447,22 @@ def _comm(pid: int) -> str | None:
 def descendants(summary: str) -> list[ProcessShare]:
     """The ``descendant PID COMM C0 .. C31`` lines of a process's text view."""
     return [
-        ProcessShare(int(m.group(1)), m.group(2), tuple(int(x) for x in m.group(3).split()))
-        for m in DESCENDANT.finditer(summary)
+        ProcessShare(int(words[1]), words[2], tuple(int(x) for x in words[3:]))
+        for words in _lines(summary, "descendant", 35)
+        if words[1].isdecimal() and words[2] and all(x.isdecimal() for x in words[3:])
     ]
+
+
+def _lines(text: str, first: str, count: int) -> list[list[str]]:
+    """The lines of ``text`` that are ``count`` words parted by single
+    spaces, ``first`` the first, white space after them allowed (parsed by
+    hand: ``re`` would cost perfex's start-up more than the parse)."""
+    out = []
+    for line in text.split("\n"):
+        words = line.rstrip().split(" ")
+        if len(words) == count and words[0] == first and not any(c.isspace() for w in words for c in w):
+            out.append(words)
+    return out
 
 
 def _shares(pid: int, comm: str, totals: list[int], summary: str, kernel_time: bool) -> list[ProcessShare]:
@@ -456,7 +472,11 @@ def _shares(pid: int, comm: str, totals: list[int], summary: str, kernel_time: b
     (``kernel_time``: system time too), the main thread last."""
     folded = descendants(summary)
     own = [max(0, t - sum(d.raw[slot] for d in folded)) for slot, t in enumerate(totals)]
-    threads = [(int(tid), int(user), int(system)) for tid, user, system in THREAD.findall(summary)]
+    threads = [
+        (int(words[1]), int(words[2]), int(words[3]))
+        for words in _lines(summary, "thread", 4)
+        if all(x.isdecimal() for x in words[1:])
+    ]
     if len(threads) < 2:
         return folded + [ProcessShare(pid, comm, tuple(own))]
     weights = [user + (system if kernel_time else 0) for _, user, system in threads]

@@ -12,9 +12,15 @@ cycles by the time per cycle").
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, NamedTuple
+from collections.abc import Mapping
 
 from hwperfd.perfex.costs import LINE_BYTES, QUADWORD_BYTES, CostTable
+
+TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
+if TYPE_CHECKING:
+    from typing import Callable, NamedTuple
+else:
+    from hwperfd.records import NamedTuple
 
 Counts = Mapping[int, float]
 

@@ -521,7 +521,10 @@ class ProcFs(pyfuse3.Operations):
         node = self.nodes.get(handle.inode)
         if node is not None:
             changed = Changed()
+            holder = self.kernel.cpus.reservation.holder
             node.release(fh, changed)
+            if self.kernel.cpus.reservation.holder != holder:
+                changed.every_page = True  # counters given back: every personality's pages show it
             self._apply(changed)
         self._hold(handle, None)
         if handle.charged:
@@ -685,9 +688,12 @@ class ProcFs(pyfuse3.Operations):
             self._catch_up_events(None)
         call = Call(fh, cmd, arg, data, pid, uid, gid, writable, out_size, target, start, gone)
         changed = Changed()
+        holder = self.kernel.cpus.reservation.holder
         try:
             reply = files.ioctl(call, changed)
         finally:
+            if self.kernel.cpus.reservation.holder != holder:
+                changed.every_page = True  # counters taken or given back: every personality's pages show it
             self._apply(changed)
         if changed.fast_read and handle is not None:
             self._mark_fast(fh, handle, pid, uid, gid)

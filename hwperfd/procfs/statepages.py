@@ -48,7 +48,7 @@ PRIVATE_PAGES = 1024
 
 # hwperfd_state_t packed by hand: construct takes a millisecond for 64 slots,
 # and a page is written after every request on its process.
-_HEADER = struct.Struct("<IHHIIIiQQQQQiIQ48x")
+_HEADER = struct.Struct("<IHHIIIiQQQQQiIQIIQ32x")
 _SLOTS = struct.Struct(f"<{5 * structs.HWPERFD_STATE_SLOTS}Q")
 assert _HEADER.size + _SLOTS.size == structs.hwperfd_state_t.sizeof()
 _SEQ_OFFSET = 8  # hs_seq: odd while the page is written
@@ -199,10 +199,26 @@ class StatePages:
 
     # -- the ioctl ---------------------------------------------------------------
 
-    def grant(self, pid: int, start: int, uid: int, source: PageSource | None = None, *, thread: bool = False) -> str:
+    def grant(
+        self,
+        pid: int,
+        start: int,
+        uid: int,
+        source: PageSource | None = None,
+        *,
+        thread: bool = False,
+        public: bool = False,
+        wall: bool = False,
+    ) -> str:
         """The path of the page of context ``pid`` (a thread's id if
         ``thread``), made if need be and readable by ``uid``: the caller,
-        whom the ioctl has checked to be the context's own process."""
+        whom the ioctl has checked to be the context's own process.
+
+        ``public``: one page that every user may read (what it shows anyone
+        may read through the ioctl: pctr's per-CPU counters), counted to no
+        user.  ``wall`` (and ``public``): under the real clock its counts move
+        with wall time (``HWPERFD_STATE_CLOCK_MONOTONIC``): a CPU's, not a
+        process's or a thread's."""
         source = source or self.kernel
         key = (id(source), pid)
         page = self._pages.get(key)
@@ -212,13 +228,15 @@ class StatePages:
         if page is None:
             if source.snapshot(pid) is None or not source.is_counting(pid):
                 raise OSError(errno.EINVAL, f"pid {pid} is not counting")
-            if self._per_user[uid] >= self.per_user:
+            if not public and self._per_user[uid] >= self.per_user:
                 raise OSError(errno.EAGAIN, f"uid {uid} has {self.per_user} state pages")
             if not self._real:
                 kind = structs.HWPERFD_STATE_CLOCK_MANUAL
+            elif public or wall:
+                kind = structs.HWPERFD_STATE_CLOCK_MONOTONIC
             else:
                 kind = structs.HWPERFD_STATE_CLOCK_THREAD if thread else structs.HWPERFD_STATE_CLOCK_PROCESS
-            page = self._make(source, pid, start, uid, kind)
+            page = self._make(source, pid, start, -1 if public else uid, kind)
             self._publish(page, resplit=True)  # the thread asks: it waits for the answer
             return page.path
         self._publish(page)
@@ -263,7 +281,7 @@ class StatePages:
     def _add(self, page: _Page) -> None:
         self._pages[page.key] = page
         self._by_pid.setdefault(page.pid, []).append(page)
-        if not page.private:
+        if not page.private and page.uid >= 0:
             self._per_user[page.uid] += 1
         if page.clock == structs.HWPERFD_STATE_CLOCK_PROCESS:
             self.clock.hold_split(page.pid, True)  # type: ignore[attr-defined]
@@ -275,7 +293,9 @@ class StatePages:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
         try:
             os.ftruncate(fd, _SIZE)
-            if uid != 0:
+            if uid < 0:
+                os.fchmod(fd, 0o444)  # public: only the name is told, to whoever asks
+            elif uid != 0:
                 os.setxattr(fd, "system.posix_acl_access", _read_only_for(uid))
             mapped = mmap.mmap(fd, _SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError:
@@ -334,7 +354,11 @@ class StatePages:
         data = None
         try:
             line: Any = None
-            if page.clock != structs.HWPERFD_STATE_CLOCK_MANUAL:
+            if page.clock == structs.HWPERFD_STATE_CLOCK_MONOTONIC:
+                source.catch_up([pid])
+                snapshot = source.snapshot(pid)
+                line = (1, 0, 0, 0)  # wall time past the snapshot, all of it "user" time
+            elif page.clock != structs.HWPERFD_STATE_CLOCK_MANUAL:
                 # The page's base is the counts' times now; past it, the
                 # clock's line (hwperfd.host.attribution), which the daemon
                 # keeps to until the page is written again.  A process page
@@ -367,7 +391,7 @@ class StatePages:
             fallback, line = True, (0, 0, 0, 0)
         elif line is None:
             line = (0, 0, 0, 0)
-        flags = structs.HWPERFD_STATE_FALLBACK if fallback else 0
+        flags = (structs.HWPERFD_STATE_FALLBACK if fallback else 0) | (structs.HWPERFD_STATE_OWN if snapshot.own else 0)
         numbers = [n for slot in snapshot.slots for n in slot]
         numbers += [0] * (_SLOTS.size // 8 - len(numbers))
         return _HEADER.pack(
@@ -386,6 +410,9 @@ class StatePages:
             page.pid,
             0,
             line[2],
+            snapshot.cpus,
+            snapshot.cpu_slots,
+            snapshot.expires,
         ) + _SLOTS.pack(*numbers)
 
     # The sequence counter: odd while the page is written.
@@ -423,7 +450,7 @@ class StatePages:
             self._by_pid.pop(page.pid, None)
         if page.private:
             self._private.pop(page.pid, None)
-        else:
+        elif page.uid >= 0:
             self._per_user[page.uid] -= 1
             if not self._per_user[page.uid]:
                 del self._per_user[page.uid]

@@ -27,11 +27,13 @@
 /* hs_flags */
 #define HWPERFD_STATE_FALLBACK 0x1 /* read through the ioctl: the snapshot cannot be extrapolated */
 #define HWPERFD_STATE_DEAD 0x2     /* the page is no longer kept */
+#define HWPERFD_STATE_OWN 0x4      /* the counts never take in reaped children's: no RUSAGE_CHILDREN check */
 
 /* hs_clock: what moves the context's counts */
 #define HWPERFD_STATE_CLOCK_MANUAL 0  /* only the daemon: the snapshot is the count */
 #define HWPERFD_STATE_CLOCK_PROCESS 1 /* CLOCK_PROCESS_CPUTIME_ID */
 #define HWPERFD_STATE_CLOCK_THREAD 2  /* CLOCK_THREAD_CPUTIME_ID */
+#define HWPERFD_STATE_CLOCK_MONOTONIC 3 /* CLOCK_MONOTONIC: wall time (a TSC), all of it "user" time */
 
 /*
  * One slot moves as
@@ -71,7 +73,15 @@ struct hwperfd_state {
     int32_t hs_pid; /* the process (or thread) counted */
     uint32_t hs_pad;
     uint64_t hs_split_carry;
-    unsigned char hs_reserved[48];
+    /* A page of per-CPU counters (hs_ncpus > 0) holds hs_cpu_slots slots per
+     * CPU, CPU i's from slot i * hs_cpu_slots; a reader on host CPU c reads
+     * CPU c % hs_ncpus, as the daemon answers a caller on that CPU. */
+    uint32_t hs_ncpus;
+    uint32_t hs_cpu_slots;
+    /* CLOCK_MONOTONIC ns from which the snapshot no longer holds (0: never):
+     * a reader past it reads through the ioctl, which writes the page anew. */
+    uint64_t hs_expires_ns;
+    unsigned char hs_reserved[32];
     struct hwperfd_state_slot hs_slots[HWPERFD_STATE_SLOTS];
 };
 
@@ -126,6 +136,7 @@ struct hwperfd_state_reader {
     pid_t pid;                                 /* the process that mapped it */
     unsigned forks;                            /* forks seen by then (a forked child reads through the ioctl) */
     struct timeval children_user, children_system; /* RUSAGE_CHILDREN at the last ioctl */
+    int shared; /* threads read it at once: a dead page stays mapped (ESTALE each read), never unmapped under them */
 };
 
 /* Map the page of the process whose file `fd` is (the caller's own, after it
@@ -147,6 +158,17 @@ void hwperfd_state_close(struct hwperfd_state_reader *r);
  * read through the ioctl (first calling hwperfd_state_before_ioctl).  A page
  * the daemon let go is unmapped. */
 int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n);
+
+/* The same for a page of per-CPU counters: the n slots of the CPU the caller
+ * runs on (`*cpu` says which, of the page's), and the CLOCK_MONOTONIC ns the
+ * read was taken at in `*now_ns` (may be NULL).  Any page: `*now_ns` is the
+ * monotonic time of the read; a page of one context reads as CPU 0. */
+int hwperfd_state_read_cpu(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n,
+                           unsigned *cpu, uint64_t *now_ns);
+
+/* After a fork, in the child: a page of public, per-CPU counters (pctr's)
+ * reads the same in the child, so it may keep serving there. */
+void hwperfd_state_adopt(struct hwperfd_state_reader *r);
 
 /* Call before reading through the ioctl: children reaped after this are
  * noticed, and the next read goes to the daemon, which folds their counts in. */

@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <libcpc.h>
+#include <hwperfd/state.h>
 
 #define MAX_LIST 65536
 #define OVF_SIGNAL 60		/* SIGRTMAX - 4: the overflow timer's (lib/overflow_timer.h) */
@@ -55,6 +56,9 @@ struct __cpc_set {
 	pid_t		pid;		/* cpc_bind_pctx: the process and LWP */
 	id_t		id;
 	pid_t		thr;		/* the thread that bound it */
+	struct hwperfd_state_reader page; /* curlwp: the set's page (page.page NULL: none) */
+	int		serial;		/* the binding the page must show (its hs_generation) */
+	int		page_tried;	/* asked for since the last bind or a page's end */
 };
 
 struct __cpc_buf {
@@ -125,6 +129,30 @@ int _lwp_self(void)
 /* -- the lock: SIGEMT and the carrier are held while the lists change ---- */
 
 static int unbind(cpc_t *cpc, cpc_set_t *set);
+
+/* The calling thread's id, without a system call per sample (a forked
+ * child's thread asks again). */
+static __thread pid_t my_tid;
+static pthread_once_t tid_hook = PTHREAD_ONCE_INIT;
+
+static void forget_tid(void)
+{
+	my_tid = 0;
+}
+
+static void hook_tid(void)
+{
+	pthread_atfork(NULL, NULL, forget_tid);
+}
+
+static pid_t self_tid(void)
+{
+	if (my_tid == 0) {
+		pthread_once(&tid_hook, hook_tid);
+		my_tid = (pid_t)syscall(SYS_gettid);
+	}
+	return my_tid;
+}
 
 static void cpc_lock(cpc_t *cpc, sigset_t *old)
 {
@@ -833,6 +861,43 @@ static int pack(cpc_t *cpc, cpc_set_t *set, uint_t flags, struct hwperfd_cpc_io 
 	return 0;
 }
 
+/* The page of the set just bound (on the calling LWP through the handle's
+ * file, on a CPU through the file that holds it), and the binding it shows. */
+static void map_page(int fd, cpc_set_t *set)
+{
+	int saved = errno;
+
+	set->page_tried = 1;
+	if (hwperfd_state_open(fd, &set->page) == 0) {
+		set->serial = __atomic_load_n(&set->page.page->hs_generation, __ATOMIC_ACQUIRE);
+		/* any thread may sample a CPU's set: its page is never unmapped under them */
+		set->page.shared = set->state == CS_BOUND_CPU;
+	}
+	errno = saved;
+}
+
+/* A sample from the set's page: 0, or -1 to ask the daemon. */
+static int sample_page(cpc_set_t *set, cpc_buf_t *buf)
+{
+	uint64_t counts[1 + HWPERFD_CPC_MAXREQS], now;
+	int generation, i, saved = errno;
+
+	if (set->page.page == NULL || (set->state == CS_BOUND_CURLWP && self_tid() != set->thr))
+		return -1;
+	if (hwperfd_state_read_cpu(&set->page, &generation, counts, 1 + (unsigned)set->nreqs, NULL, &now) < 0
+	    || generation != set->serial) {
+		if (set->page.page == NULL)	/* the daemon let it go: try its successor's once */
+			set->page_tried = 0;
+		errno = saved;
+		return -1;
+	}
+	for (i = 0; i < set->nreqs; i++)
+		buf->data[i] = counts[1 + i];
+	buf->tick = counts[0];
+	buf->hrtime = (hrtime_t)now;
+	return 0;
+}
+
 int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 {
 	struct hwperfd_cpc_io io;
@@ -854,8 +919,10 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 	ovf_took(cpc->fd, gen, &io);
 	if (set->state == CS_UNBOUND)
 		__sync_fetch_and_add(&bound_sets, 1);
-	set->thr = (pid_t)syscall(SYS_gettid);
+	set->thr = self_tid();
 	set->state = CS_BOUND_CURLWP;
+	hwperfd_state_close(&set->page);
+	map_page(cpc->fd, set);
 	return 0;
 }
 
@@ -952,6 +1019,8 @@ int cpc_bind_cpu(cpc_t *cpc, processorid_t id, cpc_set_t *set, uint_t flags)
 	set->cpu = id;
 	set->thr = (pid_t)syscall(SYS_gettid);
 	set->state = CS_BOUND_CPU;
+	hwperfd_state_close(&set->page);
+	map_page(set->fd, set);
 	return 0;
 }
 
@@ -1058,6 +1127,7 @@ static int unbind(cpc_t *cpc, cpc_set_t *set)
 		break;
 	}
 	__sync_fetch_and_sub(&bound_sets, 1);
+	hwperfd_state_close(&set->page);
 	set->thr = 0;
 	set->id = -1;
 	set->state = CS_UNBOUND;
@@ -1079,10 +1149,14 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 	memset(&io, 0, sizeof io);
 	switch (set->state) {
 	case CS_BOUND_CURLWP:
+		if (sample_page(set, buf) == 0)
+			return 0;
 		io.ci_target = HWPERFD_CPC_LWP;
 		ovf_timed(&io);
 		break;
 	case CS_BOUND_CPU:
+		if (sample_page(set, buf) == 0)
+			return 0;
 		io.ci_target = HWPERFD_CPC_CPU;
 		io.ci_id = set->cpu;
 		fd = set->fd;
@@ -1109,6 +1183,8 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 	memcpy(buf->data, io.ci_data, buf->n * sizeof(uint64_t));
 	buf->hrtime = io.ci_hrtime;
 	buf->tick = io.ci_tick;
+	if (set->state == CS_BOUND_CURLWP && set->page.page == NULL && !set->page_tried && self_tid() == set->thr)
+		map_page(cpc->fd, set);
 	return 0;
 }
 

@@ -3,9 +3,13 @@
  *
  * OpenBSD programs read the TSC and the counters with the rdtsc and rdpmc
  * instructions.  Under hwperfd the counters are emulated, so the macros call
- * these functions instead, which read <mount>/pctr with PCIOCRD and return
- * the values of the CPU the caller runs on.  The device is opened once,
- * read-only (as anyone may), and kept open close-on-exec.
+ * these functions instead, which return the values of the CPU the caller
+ * runs on: from the daemon's state page of every CPU's TSC and counters
+ * (<hwperfd/state.h>, read without a request: the TSC at this instant, the
+ * counters as the daemon last took them, until the page says they no
+ * longer hold), else from <mount>/pctr with PCIOCRD, which answers the
+ * same.  The device is opened once, read-only (as anyone may), and kept
+ * open close-on-exec; the page is mapped at the first read.
  *
  * Errors: a value of 0 and errno set (the instructions had no way to fail;
  * a program that checks errno can tell).  But rdpmc(n) for a counter the
@@ -13,17 +17,30 @@
  * instruction does: a general-protection fault, SIGSEGV (on x86 the real
  * instruction raises it, with an index no CPU has).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <machine/pctr.h>
+#include <hwperfd/state.h>
 
 static int pctr_fd = -1;
 static int pctr_counters = -1;	/* the model's, from the node's text */
+
+/* The page, mapped at the first read (NULL: none yet, or none to be had).
+ * Threads read it at once, so one the daemon let go (it stopped) is never
+ * unmapped: the next read through the ioctl maps the new daemon's, and the
+ * old stays mapped, read by nobody.  A forked child keeps it: it shows every
+ * CPU, for anyone. */
+static struct hwperfd_state_reader *page;
+static int page_mapping;	/* a thread is mapping it, or there is none to be had (-1) */
+#define PAGE_SLOTS	(1 + PCTR_NUM)	/* per CPU: the TSC, the counters */
 
 static int pctr_open(void)
 {
@@ -49,20 +66,91 @@ static int pctr_open(void)
     return pctr_fd;
 }
 
+static void forked(void)
+{
+    struct hwperfd_state_reader *r = __atomic_load_n(&page, __ATOMIC_ACQUIRE);
+
+    if (r != NULL)
+        hwperfd_state_adopt(r);
+}
+
+static pthread_once_t fork_hook = PTHREAD_ONCE_INIT;
+
+static void hook_forks(void)
+{
+    pthread_atfork(NULL, NULL, forked);
+}
+
+/* Map the page; a thread that finds another mapping it reads through the ioctl meanwhile. */
+static void page_open(int fd)
+{
+    struct hwperfd_state_reader *r;
+    int idle = 0;
+
+    if (!__atomic_compare_exchange_n(&page_mapping, &idle, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
+    r = calloc(1, sizeof *r);
+    if (r == NULL || hwperfd_state_open(fd, r) < 0) {
+        free(r);
+        __atomic_store_n(&page_mapping, -1, __ATOMIC_RELEASE);	/* none to be had: the ioctl it is */
+        return;
+    }
+    r->shared = 1;
+    pthread_once(&fork_hook, hook_forks);
+    __atomic_store_n(&page, r, __ATOMIC_RELEASE);
+    __atomic_store_n(&page_mapping, 0, __ATOMIC_RELEASE);
+}
+
+/* Slot `slot` of the caller's CPU from the page: 0, or -1 to ask the daemon. */
+static int page_read(unsigned slot, pctrval *value)
+{
+    struct hwperfd_state_reader *r = __atomic_load_n(&page, __ATOMIC_ACQUIRE);
+    uint64_t counts[PAGE_SLOTS];
+    int generation, saved = errno;
+
+    if (r == NULL)
+        return -1;
+    if (hwperfd_state_read_cpu(r, &generation, counts, slot + 1, NULL, NULL) < 0) {
+        if (errno == ESTALE)	/* the daemon let it go: the next ioctl maps its successor's */
+            __atomic_compare_exchange_n(&page, &r, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        errno = saved;
+        return -1;
+    }
+    *value = counts[slot];
+    return 0;
+}
+
 static int pctr_read(struct pctrst *st)
 {
     int fd = pctr_open();
+    int r, saved = errno;
 
     if (fd < 0)
         return -1;
     memset(st, 0, sizeof *st);
-    return ioctl(fd, PCIOCRD, st);
+    r = ioctl(fd, PCIOCRD, st);
+    if (r < 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
+        /* The daemon that answered this file is gone (restarted): once more on the node as it is now. */
+        if (__sync_bool_compare_and_swap(&pctr_fd, fd, -1))
+            close(fd);
+        if ((fd = pctr_open()) < 0)
+            return -1;
+        r = ioctl(fd, PCIOCRD, st);
+    }
+    if (r == 0 && __atomic_load_n(&page, __ATOMIC_ACQUIRE) == NULL)
+        page_open(fd);
+    if (r == 0)
+        errno = saved; /* a read that succeeded leaves errno as it was */
+    return r;
 }
 
 pctrval pctr_rdtsc(void)
 {
     struct pctrst st;
+    pctrval tsc;
 
+    if (page_read(0, &tsc) == 0)
+        return tsc;
     return pctr_read(&st) < 0 ? 0 : st.pctr_tsc;
 }
 
@@ -109,11 +197,14 @@ static void general_protection(void)
 pctrval pctr_rdpmc(int pmc)
 {
     struct pctrst st;
+    pctrval value;
     int fd = pctr_open();
 
     if (fd < 0)
         return 0;
     if (pmc < 0 || pmc >= PCTR_NUM || pmc >= pctr_count(fd))
         general_protection();
+    if (page_read(1 + (unsigned)pmc, &value) == 0)
+        return value;
     return pctr_read(&st) < 0 ? 0 : st.pctr_hwc[pmc];
 }

@@ -502,3 +502,23 @@ def test_the_clock_looks_at_a_signalling_process_when_its_nearest_overflow_can_c
     kernel.enable(caller(quiet), quiet, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U)}, {0: 1000}, 10))
     kernel.tick([101], now=0)
     assert kernel.signalling(now=1 << 60) == [100]  # 101 counts, but raises nothing: no look
+
+
+def test_a_chain_of_zombies_deeper_than_the_stack_is_reaped(kernel, life, host):
+    """A fork chain whose links each exit unwaited leaves zombies of zombies;
+    once all are gone, reaping them walks the chain without recursion (3 000
+    deep ended the daemon with RecursionError)."""
+    top = host.spawn(100, 1)
+    kernel.enable(caller(top), top, cycles())
+    chain = range(101, 3101)
+    for pid in chain:
+        host.spawn(pid, pid - 1)
+        life.apply([Forked(pid - 1, pid)])
+    for pid in chain:  # each exits before its child: a zombie whose child becomes one too
+        host.run(pid, 1)
+        host.die(pid)
+        life.apply([Exited(pid, pid - 1)])
+    for pid in chain:
+        host.procs.pop(pid)  # init reaped them all
+    life.settle()
+    assert life.zombies() == 0

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from hwperfd.client import StatePage
 from hwperfd.counters.kernel import Caller, CounterKernel
 from hwperfd.counters.request import CounterRequest
-from hwperfd.counters.snapshot import extrapolate
+from hwperfd.counters.snapshot import extrapolate, slot_at, tsc_slot
+from hwperfd.cpu.core import Tsc
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.procfs.statepages import StatePages
@@ -326,3 +327,13 @@ def test_the_daemons_own_pages_are_bounded_per_reader_and_never_cross_users(tmp_
     assert len(kept) == len(others) and len(store) == 1 + PRIVATE_PER_USER
     assert not os.listdir(store.dir)  # no file for any of them
     store.close()
+
+
+@pytest.mark.parametrize("mhz", [Fraction(2400), Fraction(1000), Fraction(2401, 3)])
+def test_a_tsc_slot_over_wall_time_is_the_tsc_at_every_later_instant(mhz):
+    """pctr's TSC and a cpc CPU binding's tick on a page moved by CLOCK_MONOTONIC."""
+    tsc = Tsc(mhz)
+    for base_ns in (0, 123_456_789, 10**15 + 7):
+        slot = tsc_slot(mhz, base_ns, 5)
+        for dt in (0, 1, 999, 10**9 + 3):
+            assert slot_at(slot, dt, 0) == tsc.at(base_ns + dt) - 5

@@ -1,8 +1,9 @@
 """What perfex's start-up path leaves out (docs/speed.md, perfex start-up).
 
 A counted run through the -I -S launcher loads neither ``dataclasses`` (which
-imports ``inspect``) nor ``pathlib``, nor what only some options need; the
-report's command line is still quoted exactly as ``shlex.join`` quotes it.
+imports ``inspect``) nor ``pathlib``, nor ``typing``, ``re`` or ``signal``
+(with ``enum`` under them), nor what only some options need; the report's
+command line is still quoted exactly as ``shlex.join`` quotes it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from hwperfd.perfex import launcher
 from hwperfd.perfex.report import command_line
 from tests.conftest import ROOT
 
-NOT_AT_START = ("dataclasses", "inspect", "pathlib", "shlex", "json", "csv", "statistics", "fractions", "construct")
+NOT_AT_START = ("dataclasses", "inspect", "pathlib", "shlex", "json", "csv", "statistics", "fractions", "construct",
+                "typing", "re", "enum", "signal")  # fmt: skip
 
 
 def test_a_counted_run_through_the_launcher_loads_none_of_the_costly_modules(shared_tmp, manual_mount):
