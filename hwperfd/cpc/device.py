@@ -117,7 +117,8 @@ class LwpBinding:
 class CpuBinding:
     cpu: int
     set: BoundSet
-    handle: int  # the open file that holds it
+    handle: int  # the open file that holds it (-1: put back after a restart, not yet called on again)
+    holder: int = 0  # the process that bound it: after a restart, its reopened file holds it
 
 
 @dataclass(frozen=True)
@@ -380,7 +381,7 @@ class CpcDevice:
         self._catch_up_cpu(cpu)
         pmu = self.cpus.pmus[cpu]
         bset.tick_base = pmu.tsc.at(self.clock.tsc_ns(cpu))
-        self.cpu_bindings[cpu] = CpuBinding(cpu, bset, caller.handle)
+        self.cpu_bindings[cpu] = CpuBinding(cpu, bset, caller.handle, self._tgid_of(caller.tid) or 0)
         bset.start(pmu)
 
     def _invalidate_lwps(self) -> None:
@@ -531,6 +532,8 @@ class CpcDevice:
 
     def _cpu_binding(self, io: Any, caller: Caller) -> CpuBinding:
         binding = self.cpu_bindings.get(int(io.ci_id))
+        if binding is not None and binding.handle < 0 and binding.holder == self._tgid_of(caller.tid):
+            binding.handle = caller.handle  # put back after a restart: the file its process opened again
         if binding is None or binding.handle != caller.handle:
             raise Invalid(f"no set bound to CPU {io.ci_id} through this file")
         return binding

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
+from hwperfd.counters.durable import Item
+from hwperfd.cpc import durable
 from hwperfd.cpc.device import Caller, CpcDevice
 from hwperfd.host import processes, tasks
 from hwperfd.node import Call, Changed, Mount
@@ -22,6 +27,10 @@ class CpcNode:
 
     def ioctl(self, call: Call, changed: Changed) -> tuple[int, bytes]:
         reply = self.device(call.cmd, call.data, Caller(call.pid, call.uid, call.gid, call.fh))
+        if self.device.threads is not None and len(call.data) >= abi.CPC_IO_SIZE:
+            target = abi.parse_head(call.data).ci_pid  # cpc_bind_pctx's process: its record too
+            if target > 0:
+                self.device.threads.touched.add(int(target))
         # The node's text shows the CPU bindings; a bind may arm overflow
         # interrupts.  A sample binds and arms nothing.
         changed.texts = call.cmd in (abi.HWPERFD_CPCIO_BIND, abi.HWPERFD_CPCIO_RELE)
@@ -34,3 +43,13 @@ class CpcNode:
 
     def describe(self) -> str:
         return self.device.describe()
+
+    # -- the set-up store (docs/restart.md) --
+
+    kind = durable.KIND
+
+    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
+        return durable.setup(self.device, pids)
+
+    def restore_setup(self, key: str, pid: int, start: int, body: Any) -> bool:
+        return durable.restore(self.device, key, pid, start, body)

@@ -13,6 +13,7 @@
  * instruction does: a general-protection fault, SIGSEGV (on x86 the real
  * instruction raises it, with an index no CPU has).
  */
+#define _GNU_SOURCE /* dup3, for reconnect.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -21,13 +22,16 @@
 #include <string.h>
 #include <unistd.h>
 #include <machine/pctr.h>
+#include "../reconnect.h"
 
 static int pctr_fd = -1;
 static int pctr_counters = -1;	/* the model's, from the node's text */
 
+static char pctr_path[4096];	/* <mount>/pctr, opened again after a restart of the daemon */
+
 static int pctr_open(void)
 {
-    char path[4096];
+    char *path = pctr_path;
     const char *mount;
     int fd;
 
@@ -36,7 +40,7 @@ static int pctr_open(void)
     mount = getenv("HWPERFD_MOUNT");
     if (mount == NULL || *mount == '\0')
         mount = "/run/hwperfd";
-    if (snprintf(path, sizeof path, "%s/pctr", mount) >= (int)sizeof path) {
+    if (snprintf(path, sizeof pctr_path, "%s/pctr", mount) >= (int)sizeof pctr_path) {
         errno = ENAMETOOLONG;
         return -1;
     }
@@ -56,7 +60,7 @@ static int pctr_read(struct pctrst *st)
     if (fd < 0)
         return -1;
     memset(st, 0, sizeof *st);
-    return ioctl(fd, PCIOCRD, st);
+    return hwperfd_ioctl(fd, pctr_path, PCIOCRD, st);	/* reconnect.h: rides out a restart */
 }
 
 pctrval pctr_rdtsc(void)
