@@ -40,14 +40,14 @@ def irix_restart(shared_tmp) -> Path:
 class Restartable:
     """A daemon on one mount point that a test kills and starts again."""
 
-    def __init__(self, base: Path, *args: str) -> None:
+    def __init__(self, base: Path, *args: str, wait: float = 15) -> None:
         base.mkdir(mode=0o755, exist_ok=True)
-        self.base, self.args, self.runs = base, args, 0
+        self.base, self.args, self.runs, self.wait = base, args, 0, wait
         self.mount = self._start()
 
     def _start(self) -> Mount:
         self.runs += 1
-        return start_hwperfd(self.base / "mnt", self.base / f"hwperfd.{self.runs}.log", *self.args)
+        return start_hwperfd(self.base / "mnt", self.base / f"hwperfd.{self.runs}.log", *self.args, wait=self.wait)
 
     def restart(self, how: signal.Signals = signal.SIGKILL) -> Mount:
         self.mount.process.send_signal(how)

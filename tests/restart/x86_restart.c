@@ -217,7 +217,11 @@ static int pctr(void)
         spin(2000);
         errno = 0;
         value = pctr_rdpmc(0);
-        if (errno != 0 && value == 0)
+        /* EAGAIN: the daemon's read of our /proc entry passed its deadline
+           (hwperfd/host/procread.py), which a starved daemon can meet
+           without any restart; libpctr answers 0 for it.  Any other error
+           is one. */
+        if (errno != 0 && errno != EAGAIN && value == 0)
             fail("pctr_rdpmc");
     }
     printf("final %" PRIu64 "\n", pctr_rdpmc(0));
