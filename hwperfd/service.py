@@ -164,6 +164,10 @@ class Daemon:
         if store is not None:
             self.durable = DurableSetup(store, self.kernel, processes.read_start)
             found = self.durable.restore(self.clock)
+            for node in self.fs.nodes.values():
+                if hasattr(node, "setup") and hasattr(node, "restore_setup"):
+                    self.durable.add_source(node)  # type: ignore[arg-type]
+            found.refused += self.durable.restore_sources()
             if found.processes or found.system or found.refused:
                 log.info(
                     "set-up restored: %d processes%s, %d records refused",
@@ -276,10 +280,10 @@ class Daemon:
         while True:
             now = time.monotonic_ns()
             self.kernel.tick(self.kernel.signalling(now), now)
-            if self._overflowed:
-                self._record_setup()
             for ctx in self.threads.interrupting(now):
                 self.threads.tick(ctx, now)
+            if self._overflowed or self.threads.touched:
+                self._record_setup()  # before the signals they owe go
             dues = [due for due in (self.kernel.next_due(now), self.threads.next_due()) if due is not None]
             self._controls_changed = trio.Event()
             if not dues:
@@ -448,7 +452,7 @@ class Daemon:
         if pid is not None:
             changed |= self.lifecycle.settle(pid)
             touched.add(pid)
-        if touched or self._dirty:
+        if touched or self._dirty or self.threads.touched:
             self._record_setup(touched)
         if changed:
             self._changed()
@@ -482,6 +486,8 @@ class Daemon:
             if all_pids:
                 self.durable.sync_all()
             self.durable.sync(dirty, overflowed)
+            dirty |= self.threads.take_touched()
+            self.durable.sync_sources(None if all_pids else dirty)
         except (sqlite3.Error, OSError) as exc:
             # The call still answers: its set-up holds until the daemon stops.
             log.warning("set-up store: %s (a restart would lose the latest changes)", exc)

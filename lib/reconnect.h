@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,6 +138,39 @@ static __inline__ int hwperfd_ride_out(int rc, int fd, const char *path, int fla
         }
         rc = again(fd, context);
     }
+    return rc;
+}
+
+/* One ioctl, made again while it answers EINTR (an overflow signal came
+ * first: its handler has run, and the daemon lets the repeat take effect). */
+struct hwperfd_ioctl_call {
+    unsigned long cmd;
+    void *arg;
+};
+
+static __inline__ int hwperfd_ioctl_again(int fd, void *context)
+{
+    struct hwperfd_ioctl_call *c = (struct hwperfd_ioctl_call *)context;
+    int rc;
+
+    do
+        rc = ioctl(fd, c->cmd, c->arg);
+    while (rc < 0 && errno == EINTR);
+    return rc;
+}
+
+/* An ioctl on `fd`, a file of the mount opened as `path` (NULL: unknown,
+ * no riding out): repeated on EINTR, and across a restart of the daemon. */
+static __inline__ int hwperfd_ioctl(int fd, const char *path, unsigned long cmd, void *arg)
+{
+    struct hwperfd_ioctl_call call;
+    int rc;
+
+    call.cmd = cmd;
+    call.arg = arg;
+    rc = hwperfd_ioctl_again(fd, &call);
+    if (rc < 0 && path != NULL && hwperfd_lost_daemon(errno))
+        rc = hwperfd_ride_out(rc, fd, path, O_RDONLY, open, hwperfd_ioctl_again, &call);
     return rc;
 }
 

@@ -62,7 +62,7 @@ class Mount:
         return self.log.read_text()
 
 
-def start_hwperfd(mountpoint: Path, log: Path, *args: str) -> Mount:
+def start_hwperfd(mountpoint: Path, log: Path, *args: str, wait: float = 15) -> Mount:
     if not is_mounted(mountpoint):  # a stale mount is the daemon's to clear
         mountpoint.mkdir(parents=True, exist_ok=True)
     out = open(log, "w")
@@ -72,7 +72,7 @@ def start_hwperfd(mountpoint: Path, log: Path, *args: str) -> Mount:
         stderr=subprocess.STDOUT,
         cwd=ROOT,
     )
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"hwperfd exited with {process.returncode}:\n{log.read_text()}")

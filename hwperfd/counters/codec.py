@@ -3,12 +3,14 @@
 Tagged, so a record reads back as the same objects: dataclasses by their
 fields (a field added later takes its default when an older record lacks
 it, and a field since removed is ignored: an upgrade keeps what was set up),
-named tuples, enums, fractions, tuples and frozensets.  Only the classes
+named tuples, enums, fractions, tuples and frozensets; a list of one
+value repeated is stored once with its count.  Only the classes
 registered here decode; anything else is refused as corrupt.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 from fractions import Fraction
@@ -32,6 +34,8 @@ def register(*classes: type, maker: Callable[..., Any] | None = None) -> None:
 
 
 _SHARED_KEPT = 4096
+_MAX_RUN = 1 << 16
+_RUN = 4  # a list of this many equal items or more is stored as one item and a count
 # Forms of immutable values by identity (requests and register states are
 # shared by many records): (the value, kept alive so its id stays its own; its form).
 _shared: dict[int, tuple[Any, Any]] = {}
@@ -73,7 +77,10 @@ def _encode(value: Any) -> Any:
     if isinstance(value, tuple):
         return {"T": [encode(v) for v in value]}
     if isinstance(value, list):
-        return [encode(v) for v in value]
+        forms = [encode(v) for v in value]
+        if len(forms) >= _RUN and all(f is forms[0] or f == forms[0] for f in forms):
+            return {"R": [len(forms), forms[0]]}  # a run of one value (a block's 32 untouched slots)
+        return forms
     if isinstance(value, (set, frozenset)):
         return {"S": [encode(v) for v in sorted(value)]}
     if isinstance(value, Mapping):
@@ -137,6 +144,16 @@ def _decode_tagged(tag: str, body: Any) -> Any:
         return tuple(decode(v) for v in _list(body))
     if tag == "S":
         return frozenset(decode(v) for v in _list(body))
+    if tag == "R":
+        count, form = _list(body, 2)
+        if type(count) is not int or not 0 < count <= _MAX_RUN:
+            raise CodecError("malformed run")
+        item = decode(form)
+        if isinstance(item, (list, dict, set)) or (
+            dataclasses.is_dataclass(item) and not item.__dataclass_params__.frozen  # type: ignore[union-attr]
+        ):
+            return [decode(copy.deepcopy(form)) for _ in range(count)]  # mutable: one each
+        return [item] * count
     if tag == "M":
         if not isinstance(body, dict):
             raise CodecError("a mapping is an object")

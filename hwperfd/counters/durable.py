@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Collection, Iterable, NamedTuple, Protocol
 
 from hwperfd.counters import codec
 from hwperfd.counters.block import ControlBlock, _Multiplex
@@ -43,6 +43,35 @@ codec.register(ControlBlock, _Multiplex, CounterState, State, _Credit, _ProcessR
 codec.register(CounterRequest, maker=CounterRequest.shared)
 
 _BAD = (codec.CodecError, ValueError, TypeError, KeyError, ZeroDivisionError, AttributeError)
+
+
+class Item(NamedTuple):
+    """One record of a personality's set-up as it stands: whose it is
+    (``pid`` and ``start``, 0 for the machine's), ``fingerprint`` (what it
+    holds besides counts that move with CPU time: a change is worth a
+    write) and ``encode()`` (its stored form, made only when written)."""
+
+    pid: int
+    start: int
+    uid: int
+    fingerprint: Any
+    encode: Callable[[], Any]
+
+
+class SetupSource(Protocol):
+    """A personality's set-up, kept in the store as records of ``kind``."""
+
+    kind: str
+
+    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
+        """Its records now: those of ``pids`` (processes, or threads) and the
+        machine's; every one if None."""
+        ...
+
+    def restore_setup(self, key: str, pid: int, start: int, body: Any) -> bool:
+        """Put back one record; False if its owner is gone or not the one
+        that set it up.  Raises ValueError (or CodecError) for a corrupt one."""
+        ...
 
 
 @dataclass
@@ -94,6 +123,57 @@ class DurableSetup:
         self._system_written: tuple[Any, ...] | None = None
         self._clock_written: Any = None
         self.writes = 0
+        self.sources: list[SetupSource] = []
+        # (kind, key) -> (pid, fingerprint) last written for each source's record
+        self._source_written: dict[tuple[str, str], tuple[int, Any]] = {}
+        self._loaded: list[SetupRecord] | None = None
+
+    def add_source(self, source: SetupSource) -> None:
+        self.sources.append(source)
+
+    def sync_sources(self, pids: Collection[int] | None) -> None:
+        """Write what changed of the sources' records of ``pids`` (and the
+        machine's), and drop the records gone; all of them if None."""
+        put: list[SetupRecord] = []
+        drop: list[tuple[str, str]] = []
+        written = self._source_written
+        for source in self.sources:
+            kind = source.kind
+            items = source.setup(pids)
+            for key, item in items.items():
+                old = written.get((kind, key))
+                if old is not None and old[1] == item.fingerprint:
+                    continue
+                written[(kind, key)] = (item.pid, item.fingerprint)
+                put.append(SetupRecord(kind, key, item.pid, item.start, item.uid, item.encode()))
+            for (k, key), (pid, _) in list(written.items()):
+                if k == kind and key not in items and (pids is None or pid == 0 or pid in pids):
+                    del written[(k, key)]
+                    drop.append((k, key))
+        if put or drop:
+            self.store.write(put, drop)
+            self.writes += 1
+
+    def restore_sources(self) -> int:
+        """Put back the sources' records (after ``restore``, which read them);
+        returns how many were refused.  A refused record is logged and deleted."""
+        refused = 0
+        by_kind = {source.kind: source for source in self.sources}
+        stale: list[tuple[str, str]] = []
+        for rec in self._loaded or ():
+            source = by_kind.get(rec.kind)
+            if source is None:
+                continue
+            try:
+                if not source.restore_setup(rec.key, rec.pid, rec.start, rec.body):
+                    stale.append((rec.kind, rec.key))
+            except _BAD as exc:
+                log.warning("set-up record %s/%s refused: %s", rec.kind, rec.key, exc)
+                refused += 1
+                stale.append((rec.kind, rec.key))
+        self._loaded = None
+        self.store.write((), stale)
+        return refused
 
     # -- writing -------------------------------------------------------------
 
@@ -174,6 +254,7 @@ class DurableSetup:
         kernel = self.kernel
         found = Restored(refused=self.store.refused)
         records = self.store.load()
+        self._loaded = [r for r in records if r.kind not in (PROCESS, SYSTEM, CLOCK)]
         found.refused = self.store.refused
         for rec in records:
             try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from hwperfd.counters.errors import CountersBusy
 from hwperfd.cpu.pmu import CpuSet
@@ -54,6 +54,31 @@ class CpuTimeSeen:
     def restart(self, cpu: int) -> None:
         """Count ``cpu`` from now on."""
         self._seen[cpu] = self._clock.cpu_times(cpu)
+
+    def saved(self) -> list[list[int]]:
+        return [list(times) for times in self._seen]
+
+    def load(self, saved: Any) -> None:
+        """Times ``saved`` gave: the next take counts from them (a restart's
+        downtime included).  ValueError for a form of another machine."""
+        if not isinstance(saved, list) or len(saved) != len(self._seen):
+            raise ValueError("CPU times of another machine")
+        for cpu, times in enumerate(saved):
+            if not isinstance(times, list) or len(times) != 2 or not all(type(v) is int for v in times):
+                raise ValueError("not CPU times")
+            self._seen[cpu] = (times[0], times[1])
+
+
+def save_pmus(cpus: CpuSet) -> list[list[list[int]]]:
+    """The shared CPUs' registers, for the set-up store."""
+    return [pmu.saved() for pmu in cpus.pmus]
+
+
+def load_pmus(cpus: CpuSet, saved: Any) -> None:
+    if not isinstance(saved, list) or len(saved) != len(cpus.pmus):
+        raise ValueError("registers of another machine")
+    for pmu, registers in zip(cpus.pmus, saved):
+        pmu.load(registers)
 
 
 class CpuReading(NamedTuple):
@@ -123,6 +148,31 @@ class GlobalCounters:
 
     def tsc(self, cpu: int) -> int:
         return self.cpus.pmus[cpu].tsc.at(self.clock.tsc_ns(cpu))
+
+    def saved(self) -> dict[str, Any]:
+        """The functions, the registers and the CPU times counted to: with
+        the CPUs' busy time since, a restarted daemon counts on exactly."""
+        return {"functions": list(self.functions), "pmus": save_pmus(self.cpus), "seen": self._seen.saved()}
+
+    def load(self, saved: Any) -> bool:
+        """Put back what ``saved`` gave; False if another service holds the
+        hardware.  ValueError for a form of another machine."""
+        functions = saved.get("functions") if isinstance(saved, dict) else None
+        if not isinstance(functions, list) or len(functions) != self.count:
+            raise ValueError("not pctr's functions")
+        if not all(type(f) is int and 0 <= f <= 0xFFFFFFFF for f in functions):
+            raise ValueError("not pctr's functions")
+        if any(functions) and self.cpus.reservation.reserve(self.service) is not None:
+            return False
+        try:
+            load_pmus(self.cpus, saved.get("pmus"))
+            self._seen.load(saved.get("seen"))
+        except ValueError:
+            if any(functions):
+                self.cpus.reservation.release(self.service)
+            raise
+        self.functions = list(functions)
+        return True
 
     @property
     def expires(self) -> int:

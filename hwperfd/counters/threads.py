@@ -159,6 +159,9 @@ class ThreadTable:
         self._hooks: dict[str, _Hooks] = {}
         self._books = _Bookkeeping()
         self._serial = 0
+        #: Processes whose contexts came, went or overflowed since the set-up
+        #: store last looked (``take_touched``).
+        self.touched: set[int] = set()
         #: Called when a process gains its first context or loses its last:
         #: thread events of other processes need not reach the table.
         self.on_processes_changed: Callable[[], None] | None = None
@@ -239,6 +242,20 @@ class ThreadTable:
                 if service is None or ctx.service == service:
                     yield ctx
 
+    def in_scope(self, service: str, ids: Iterable[int]) -> list[ThreadContext]:
+        """The service's contexts on the threads, or of the processes, ``ids`` names."""
+        found: dict[int, ThreadContext] = {}
+        by_tid, by_pid = self._books.by_tid, self._books.by_pid
+        for i in ids:
+            ctx = by_tid.get(i, {}).get(service)
+            if ctx is not None:
+                found[ctx.tid] = ctx
+            for tid in by_pid.get(i, ()):
+                ctx = by_tid.get(tid, {}).get(service)
+                if ctx is not None and ctx.pid == i:
+                    found[tid] = ctx
+        return list(found.values())
+
     def of_process(self, pid: int) -> list[ThreadContext]:
         return self._of_process(pid)
 
@@ -254,6 +271,41 @@ class ThreadTable:
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._books.by_tid.values())
+
+    # -- kept across a restart of the daemon (docs/restart.md) ------------------
+
+    def take_touched(self) -> set[int]:
+        touched, self.touched = self.touched, set()
+        return touched
+
+    @staticmethod
+    def saved(ctx: ThreadContext) -> list[Any]:
+        """A context's own part as plain data: identity, owner, the CPU time
+        counted to, its registers (the personality keeps ``data``)."""
+        return [ctx.pid, ctx.tid, ctx.start, ctx.owner, list(ctx.seen), int(ctx.running), ctx.ran_ns,
+                ctx.cpu.saved()]  # fmt: skip
+
+    def restore(self, service: str, saved: Any, data: Any) -> ThreadContext | None:
+        """Put back a context ``saved`` gave, if its thread is still the one it
+        was set up on (a tid taken again gets nothing): its next catch-up
+        counts the thread's CPU time since the write, downtime included.
+        ValueError for a form that is not one."""
+        if not isinstance(saved, list) or len(saved) != 8:
+            raise ValueError("not a thread context")
+        pid, tid, start, owner, seen, running, ran_ns, registers = saved
+        if not all(type(v) is int for v in (pid, tid, start, owner, running, ran_ns)) or pid <= 0 or tid <= 0:
+            raise ValueError("not a thread context")
+        if not isinstance(seen, list) or len(seen) != 2 or not all(type(v) is int for v in seen):
+            raise ValueError("not a thread context")
+        if self._start_of(pid, tid) != start or service in self._books.by_tid.get(tid, {}):
+            return None
+        pmu = PmuCpu(0, self.model, self.mhz, freeze=True)
+        pmu.load(registers)
+        self._serial += 1
+        ctx = ThreadContext(service, pid, tid, start, owner, pmu, (seen[0], seen[1]), data, bool(running), ran_ns,
+                            serial=self._serial)  # fmt: skip
+        self._add(ctx)
+        return ctx
 
     # -- time ------------------------------------------------------------------
 
@@ -275,6 +327,8 @@ class ThreadTable:
             mask = ctx.cpu.run(user, system, profile.rates, profile.exl_share)
             trace.active.ran_thread(ctx, user + system, mask)
             hooks = self._hooks.get(ctx.service)
+            if mask:
+                self.touched.add(ctx.pid)
             if mask and hooks is not None and hooks.on_overflow is not None:
                 hooks.on_overflow(ctx, mask)
         return True
@@ -418,6 +472,7 @@ class ThreadTable:
         ]
 
     def _add(self, ctx: ThreadContext) -> None:
+        self.touched.add(ctx.pid)
         self._books.by_tid.setdefault(ctx.tid, {})[ctx.service] = ctx
         new = ctx.pid not in self._books.by_pid
         self._books.by_pid.setdefault(ctx.pid, set()).add(ctx.tid)
@@ -438,6 +493,7 @@ class ThreadTable:
             return
         del per_service[ctx.service]
         trace.active.detached(ctx)
+        self.touched.add(ctx.pid)
         if not per_service:
             del self._books.by_tid[ctx.tid]
             self.clock.forget_thread(ctx.tid)  # nothing counts this thread any more

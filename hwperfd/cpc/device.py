@@ -120,8 +120,9 @@ class LwpBinding:
 class CpuBinding:
     cpu: int
     set: BoundSet
-    handle: int  # the open file that holds it
+    handle: int  # the open file that holds it (-1: put back after a restart, not yet called on again)
     serial: int = 0  # which binding, for its state page
+    holder: int = 0  # the process that bound it: after a restart, its reopened file holds it
 
 
 @dataclass(frozen=True)
@@ -404,7 +405,9 @@ class CpcDevice:
         self.catch_up_cpu(cpu)
         pmu = self.cpus.pmus[cpu]
         bset.tick_base = pmu.tsc.at(self.clock.tsc_ns(cpu))
-        self.cpu_bindings[cpu] = CpuBinding(cpu, bset, caller.handle, next(self._serials) & 0x7FFFFFFF)
+        self.cpu_bindings[cpu] = CpuBinding(
+            cpu, bset, caller.handle, next(self._serials) & 0x7FFFFFFF, self._tgid_of(caller.tid) or 0
+        )
         bset.start(pmu)
         trace.active.cpu_programmed(SERVICE, (pmu,))
 
@@ -556,6 +559,8 @@ class CpcDevice:
 
     def _cpu_binding(self, io: Any, caller: Caller) -> CpuBinding:
         binding = self.cpu_bindings.get(int(io.ci_id))
+        if binding is not None and binding.handle < 0 and binding.holder == self._tgid_of(caller.tid):
+            binding.handle = caller.handle  # put back after a restart: the file its process opened again
         if binding is None or binding.handle != caller.handle:
             raise Invalid(f"no set bound to CPU {io.ci_id} through this file")
         return binding

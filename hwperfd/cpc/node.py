@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Collection
+from typing import Any
 
 import structs
+from hwperfd.counters.durable import Item
+from hwperfd.cpc import durable
 from hwperfd.cpc.device import Caller, CpcDevice
 from hwperfd.cpc.pages import CpcCpuPages, CpcPages, cpu_ident
 from hwperfd.host import processes, tasks
@@ -40,6 +44,10 @@ class CpcNode:
         held = {b.cpu for b in self.device.cpu_bindings.values() if b.handle == call.fh}
         try:
             reply = self.device(call.cmd, call.data, Caller(call.pid, call.uid, call.gid, call.fh))
+            if self.device.threads is not None and len(call.data) >= abi.CPC_IO_SIZE:
+                target = abi.parse_head(call.data).ci_pid  # cpc_bind_pctx's process: its record too
+                if target > 0:
+                    self.device.threads.touched.add(int(target))
         finally:
             for cpu in held | {b.cpu for b in self.device.cpu_bindings.values() if b.handle == call.fh}:
                 if call.cmd in _CHANGING or self.cpu_pages.stale(cpu):
@@ -83,3 +91,13 @@ class CpcNode:
 
     def describe(self) -> str:
         return self.device.describe()
+
+    # -- the set-up store (docs/restart.md) --
+
+    kind = durable.KIND
+
+    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
+        return durable.setup(self.device, pids)
+
+    def restore_setup(self, key: str, pid: int, start: int, body: Any) -> bool:
+        return durable.restore(self.device, key, pid, start, body)

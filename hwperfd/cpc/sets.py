@@ -52,6 +52,7 @@ class BoundSet:
     enabled: bool = True
     overflows: int = 0
     tick_base: int = 0  # what the tick counted from (the binder's unit)
+    epoch: int = 0  # counts ``start``s: what the counters count from was set anew (the set-up store writes)
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -64,6 +65,7 @@ class BoundSet:
     def start(self, cpu: PmuCpu) -> None:
         """Program the counters for the requests (or stop them if the set
         does not count now) and take the totals to count from."""
+        self.epoch += 1
         for i, r in enumerate(self.requests):
             # The register holds the value's low bits, so the hardware wraps
             # (and interrupts) where the 64-bit value passes UINT64_MAX.

@@ -309,6 +309,32 @@ class PmuCpu:
         reg.overflowed = True
         return overflows
 
+    # -- kept across a restart of the daemon (docs/restart.md) --
+
+    def saved(self) -> list[list[int]]:
+        """The registers as plain integers: per register its event select,
+        value, unbounded total, carried fraction (numerator, denominator),
+        i-mode reload (-1: none) and pending overflow."""
+        return [
+            [r.evntsel, r.value, r.total, r.residue.numerator, r.residue.denominator,
+             -1 if r.reload is None else r.reload, int(r.overflowed)]
+            for r in self._regs
+        ]  # fmt: skip
+
+    def load(self, saved: Sequence[Sequence[int]]) -> None:
+        """Registers as ``saved`` gave them; ValueError for a form of another model."""
+        if len(saved) != len(self._regs) or any(len(r) != 7 or not all(type(v) is int for v in r) for r in saved):
+            raise ValueError(f"registers of another model than the {self.model.name}")
+        for i, (evntsel, value, total, num, den, reload, overflowed) in enumerate(saved):
+            if den <= 0 or not 0 <= value < self.model.modulus or total < 0:
+                raise ValueError("register values out of range")
+            self.program(i, evntsel)
+            reg = self._regs[i]
+            reg.value, reg.total, reg.residue = value, total, Fraction(num, den)
+            reg.reload = None if reload < 0 else reload % self.model.modulus
+            reg.overflowed = bool(overflowed)
+        self.version += 1
+
     def _check(self, counter: int) -> int:
         if not 0 <= counter < self.model.registers:
             raise ControlError(f"no counter {counter} on the {self.model.name}")

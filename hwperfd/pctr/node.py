@@ -4,8 +4,11 @@ and the state page its rdtsc() and rdpmc() read (pctr/pages.py)."""
 from __future__ import annotations
 
 import errno
+from collections.abc import Collection
+from typing import Any
 
 import structs
+from hwperfd.counters.durable import Item
 from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.host import processes
 from hwperfd.node import Call, Changed, Mount
@@ -50,6 +53,21 @@ class PctrNode:
 
     def release(self, fh: int, changed: Changed) -> None:
         pass
+
+    # -- the set-up store (docs/restart.md): the functions, one record --
+
+    kind = "pctr"
+
+    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
+        counters = self.device.counters
+        if not any(counters.functions):
+            return {}
+        return {"machine": Item(0, 0, 0, tuple(counters.functions), counters.saved)}
+
+    def restore_setup(self, key: str, pid: int, start: int, body: Any) -> bool:
+        if key != "machine":
+            raise ValueError("not pctr's record")
+        return self.device.counters.load(body)
 
     def describe(self) -> str:
         return self.device.describe()

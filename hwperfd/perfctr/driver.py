@@ -46,6 +46,7 @@ MIN_INTERVAL_USEC = 10000  # gperfctr_start: a sampling interval below 10 ms is 
 #: bits, the overflown-counter mask in the low 32 (libperfctr re-raises it
 #: with si_code SI_PMC_OVF).
 OVF_TAG = 0x50435452
+MAX_HOLDERS = 16
 
 
 class PerfctrError(Exception):
@@ -160,6 +161,9 @@ class Vperfctr:
     holds: bool = True  # part of the machine's reservation: while it can still count
     exited: ThreadContext | None = None  # a main thread gone: its last time is the process's exit accounting
     sums: list[int] = field(default_factory=lambda: [0] * abi.NR_CTRS)  # pmc[].sum, all 18 of them
+    # Processes that called through a handle of it (at most MAX_HOLDERS): after
+    # a restart of the daemon, their reopened files find it again (``adopt``).
+    holders: list[int] = field(default_factory=list)
 
     def sync(self) -> None:
         """The active counters' sums into the full array (perfctr keeps every
@@ -580,6 +584,8 @@ class PerfctrDevice:
         self.virtual = Virtual(cpus, threads, signal or send_overflow, process_times, profile, may_follow)
         self.globl = GlobalPerfctr(cpus, clock, default_profile, self.virtual)
         self._bound: dict[int, Vperfctr] = {}  # handle -> its vperfctr
+        # vperfctrs put back from the set-up store, by the processes that held them
+        self.adoptable: dict[int, list[Vperfctr]] = {}
 
     @property
     def supported(self) -> bool:
@@ -640,6 +646,10 @@ class PerfctrDevice:
         if cmd in (abi.PERFCTR_CPUS, abi.PERFCTR_CPUS_FORBIDDEN):
             return 0, self.cpu_mask(cmd == abi.PERFCTR_CPUS_FORBIDDEN)
         perfctr = self._bound.get(fh)
+        if perfctr is None and cmd in _VIRTUAL and self.adoptable:
+            perfctr = self._adopt(fh, tid)
+        if perfctr is not None and cmd in _VIRTUAL:
+            self._held_by(perfctr, tid)
         if cmd == abi.VPERFCTR_ATTACH:
             if perfctr is not None:
                 raise NotBound("this file is a vperfctr already")
@@ -686,7 +696,33 @@ class PerfctrDevice:
         if perfctr is not None:
             perfctr.handles += 1
             self._bound[fh] = perfctr
+            self._held_by(perfctr, caller)
         return b""
+
+    def _held_by(self, perfctr: Vperfctr, tid: int) -> None:
+        if len(perfctr.holders) >= MAX_HOLDERS:
+            return
+        task = tasks.read_task(tid) if tid != (perfctr.ctx.tid if perfctr.ctx is not None else 0) else None
+        tgid = task.tgid if task is not None else (perfctr.ctx.pid if perfctr.ctx is not None else 0)
+        if tgid and tgid not in perfctr.holders:
+            perfctr.holders.append(tgid)
+
+    def _adopt(self, fh: int, tid: int) -> Vperfctr | None:
+        """A handle opened after a restart of the daemon, making a vperfctr
+        call: the vperfctr put back from the store that its process held
+        (its thread's own first), as if the handle had never been lost."""
+        task = tasks.read_task(tid)
+        if task is None:
+            return None
+        mine = [p for p in self.adoptable.get(task.tgid, ()) if p.ctx is not None and not p.freed]
+        if not mine:
+            self.adoptable.pop(task.tgid, None)
+            return None
+        chosen = next((p for p in mine if p.ctx is not None and p.ctx.tid == tid), mine[0] if len(mine) == 1 else None)
+        if chosen is not None:
+            chosen.handles += 1
+            self._bound[fh] = chosen
+        return chosen
 
     @staticmethod
     def _check_attach(task: tasks.Task, caller: int) -> None:

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import errno
 
+from collections.abc import Collection
+from typing import Any
+
+from hwperfd.counters.durable import Item
 from hwperfd.counters.kernel import ptrace_readable
 from hwperfd.host import processes
 from hwperfd.node import Call, Changed, Mount
+from hwperfd.perfctr import durable
 from hwperfd.perfctr.driver import PerfctrDevice
 from hwperfd.perfctr.pages import VperfctrPages
 import structs
@@ -33,6 +38,8 @@ class PerfctrNode:
         if call.cmd == abi.VPERFCTR_STATEPAGE:
             return self._state_page(call)
         tid = self.device.bound_tid(call.fh)
+        if tid is not None:
+            self.device.virtual.threads.touched.add(tid)  # another thread's vperfctr: its record
         try:
             reply = self.device(call.fh, call.cmd, call.arg, call.data, call.pid, call.uid)
         finally:
@@ -73,3 +80,13 @@ class PerfctrNode:
 
     def describe(self) -> str:
         return self.device.describe()
+
+    # -- the set-up store (docs/restart.md) --
+
+    kind = durable.KIND
+
+    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
+        return durable.setup(self.device, pids)
+
+    def restore_setup(self, key: str, pid: int, start: int, body: Any) -> bool:
+        return durable.restore(self.device, key, pid, start, body)

@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <libcpc.h>
 #include <hwperfd/state.h>
+#include "../reconnect.h"
 
 #define MAX_LIST 65536
 #define OVF_SIGNAL 60		/* SIGRTMAX - 4: the overflow timer's (lib/overflow_timer.h) */
@@ -288,9 +289,12 @@ static int cpc_call(cpc_t *cpc, int fd, unsigned long cmd, struct hwperfd_cpc_io
 	io->ci_subcode = -1;
 	/* EINTR: an overflow's SIGEMT came first (its handler has run); the
 	   daemon lets the call made again take effect. */
-	do
-		r = ioctl(fd, cmd, io);
-	while (r < 0 && errno == EINTR);
+	char path[4096];
+
+	/* A restart of the daemon is ridden out: the file is opened again
+	   onto the same descriptor and the call repeated; the new daemon put
+	   the LWP's set (or the CPU's, for this process) back (reconnect.h). */
+	r = hwperfd_ioctl(fd, node_path(path, sizeof path) == 0 ? path : NULL, cmd, io);
 	if (r < 0)
 		return -1;
 	if (io->ci_error != 0) {

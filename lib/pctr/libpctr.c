@@ -17,7 +17,7 @@
  * instruction does: a general-protection fault, SIGSEGV (on x86 the real
  * instruction raises it, with an index no CPU has).
  */
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* dup3, for reconnect.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <machine/pctr.h>
 #include <hwperfd/state.h>
+#include "../reconnect.h"
 
 static int pctr_fd = -1;
 static int pctr_counters = -1;	/* the model's, from the node's text */
@@ -41,10 +42,11 @@ static int pctr_counters = -1;	/* the model's, from the node's text */
 static struct hwperfd_state_reader *page;
 static int page_mapping;	/* a thread is mapping it, or there is none to be had (-1) */
 #define PAGE_SLOTS	(1 + PCTR_NUM)	/* per CPU: the TSC, the counters */
+static char pctr_path[4096];	/* <mount>/pctr, opened again after a restart of the daemon */
 
 static int pctr_open(void)
 {
-    char path[4096];
+    char *path = pctr_path;
     const char *mount;
     int fd;
 
@@ -53,7 +55,7 @@ static int pctr_open(void)
     mount = getenv("HWPERFD_MOUNT");
     if (mount == NULL || *mount == '\0')
         mount = "/run/hwperfd";
-    if (snprintf(path, sizeof path, "%s/pctr", mount) >= (int)sizeof path) {
+    if (snprintf(path, sizeof pctr_path, "%s/pctr", mount) >= (int)sizeof pctr_path) {
         errno = ENAMETOOLONG;
         return -1;
     }
@@ -128,15 +130,7 @@ static int pctr_read(struct pctrst *st)
     if (fd < 0)
         return -1;
     memset(st, 0, sizeof *st);
-    r = ioctl(fd, PCIOCRD, st);
-    if (r < 0 && (errno == ENOTCONN || errno == ECONNABORTED)) {
-        /* The daemon that answered this file is gone (restarted): once more on the node as it is now. */
-        if (__sync_bool_compare_and_swap(&pctr_fd, fd, -1))
-            close(fd);
-        if ((fd = pctr_open()) < 0)
-            return -1;
-        r = ioctl(fd, PCIOCRD, st);
-    }
+    r = hwperfd_ioctl(fd, pctr_path, PCIOCRD, st);	/* reconnect.h: rides out a restart */
     if (r == 0 && __atomic_load_n(&page, __ATOMIC_ACQUIRE) == NULL)
         page_open(fd);
     if (r == 0)

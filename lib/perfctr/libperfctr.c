@@ -35,19 +35,36 @@
 #include <unistd.h>
 #include <libperfctr.h>
 #include "hwperfd/state.h"
+#include "../reconnect.h"
 
 #define OVF_TAG 0x50435452ULL	/* hwperfd/perfctr/driver.py OVF_TAG */
 #define OVF_SIGNAL 61		/* SIGRTMAX - 3: the overflow timer's (lib/overflow_timer.h) */
 #include "../overflow_timer.h"
 
+/* <mount>/perfctr, made once: a file of it is opened again by this path
+   when the daemon restarts (reconnect.h); NULL if too long. */
+static const char *node_path(void)
+{
+    static char path[4096];
+    static int made;
+    const char *mount;
+
+    if (!made) {
+	mount = getenv("HWPERFD_MOUNT");
+	if (mount == NULL || *mount == '\0')
+	    mount = "/run/hwperfd";
+	if (snprintf(path, sizeof path, "%s/perfctr", mount) >= (int)sizeof path)
+	    path[0] = '\0';
+	made = 1;
+    }
+    return path[0] ? path : NULL;
+}
+
 static int node_open(void)
 {
-    char path[4096];
-    const char *mount = getenv("HWPERFD_MOUNT");
+    const char *path = node_path();
 
-    if (mount == NULL || *mount == '\0')
-	mount = "/run/hwperfd";
-    if (snprintf(path, sizeof path, "%s/perfctr", mount) >= (int)sizeof path) {
+    if (path == NULL) {
 	errno = ENAMETOOLONG;
 	return -1;
     }
@@ -109,15 +126,12 @@ static void interpose(int sig)
 
 /* A call on the thread's own vperfctr answers EINTR when an overflow signal
    it has not handled yet came first: the handler ran as the call returned,
-   and the call is made again (the daemon lets the retry take effect). */
+   and the call is made again (the daemon lets the retry take effect).  A
+   restart of the daemon is ridden out: the file is opened again, and the
+   new daemon gives it the vperfctr it put back (reconnect.h). */
 static int vioctl(int fd, unsigned long cmd, const void *arg)
 {
-    int r;
-
-    do
-	r = ioctl(fd, cmd, arg);
-    while (r < 0 && errno == EINTR);
-    return r;
+    return hwperfd_ioctl(fd, node_path(), cmd, (void *)arg);
 }
 
 /* -- the overflow timer (lib/overflow_timer.h) ----------------------------- */
@@ -254,7 +268,7 @@ static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mod
 	goto out_fd;
     /* perfctr mapped the state page here, which failed (EPERM) for a
        thread without a vperfctr */
-    if (ioctl(perfctr->fd, VPERFCTR_READ_STATE, &state) < 0) {
+    if (vioctl(perfctr->fd, VPERFCTR_READ_STATE, &state) < 0) {
 	errno = EPERM;
 	goto out_fd;
     }
@@ -532,22 +546,22 @@ void gperfctr_close(struct gperfctr *gperfctr)
 
 int gperfctr_control(const struct gperfctr *gperfctr, struct gperfctr_cpu_control *arg)
 {
-    return ioctl(gperfctr->fd, GPERFCTR_CONTROL, arg);
+    return vioctl(gperfctr->fd, GPERFCTR_CONTROL, arg);
 }
 
 int gperfctr_read(const struct gperfctr *gperfctr, struct gperfctr_cpu_state *arg)
 {
-    return ioctl(gperfctr->fd, GPERFCTR_READ, arg);
+    return vioctl(gperfctr->fd, GPERFCTR_READ, arg);
 }
 
 int gperfctr_stop(const struct gperfctr *gperfctr)
 {
-    return ioctl(gperfctr->fd, GPERFCTR_STOP, 0);
+    return vioctl(gperfctr->fd, GPERFCTR_STOP, 0);
 }
 
 int gperfctr_start(const struct gperfctr *gperfctr, unsigned int interval_usec)
 {
-    return ioctl(gperfctr->fd, GPERFCTR_START, (unsigned long)interval_usec);
+    return hwperfd_ioctl(gperfctr->fd, node_path(), GPERFCTR_START, (void *)(unsigned long)interval_usec);
 }
 
 int gperfctr_info(const struct gperfctr *gperfctr, struct perfctr_info *info)

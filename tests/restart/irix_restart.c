@@ -9,8 +9,14 @@
  * THRESHOLD events and SIGUSR2 is counted), spins, and after 1 s of CPU time
  * prints "ready SIGNALS" and reads on (with "quiet", spins without a call)
  * until a line arrives on stdin; then it spins 0.5 s more and prints
- * "final GEN CYCLES USER_NS SIGNALS".  Any failed call
- * prints its errno and exits 2: a restart must cost a pause, never an error. */
+ * "final GEN CYCLES USER_NS SIGNALS SYSTEM_NS".  Any failed call
+ * prints its errno and exits 2: a restart must cost a pause, never an error.
+ *
+ * With IRIX_RESTART_STORM in the environment, a fork storm: after each read
+ * it forks a child that spins 2 ms of CPU time (counting, as it inherits
+ * the counters) and exits, and waits for it, so a waited-for child's counts
+ * are the parent's (r10k_counters(5)); USER_NS and SYSTEM_NS then include
+ * the children's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -23,6 +29,7 @@
 #include <sys/hwperftypes.h>
 #include <sys/hwperfmacros.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,18 +48,48 @@ static long long cpu_ns(void)
     return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
 }
 
-static long long user_ns(void)
+static int storm;
+
+static long long times_ns(int system)
 {
     struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (long long)ru.ru_utime.tv_sec * 1000000000LL + ru.ru_utime.tv_usec * 1000LL;
+    long long ns = 0;
+    int who[2] = {RUSAGE_SELF, RUSAGE_CHILDREN};
+    for (int i = 0; i < 1 + storm; i++) {
+        getrusage(who[i], &ru);
+        ns += system ? (long long)ru.ru_stime.tv_sec * 1000000000LL + ru.ru_stime.tv_usec * 1000LL
+                     : (long long)ru.ru_utime.tv_sec * 1000000000LL + ru.ru_utime.tv_usec * 1000LL;
+    }
+    return ns;
+}
+
+static long long user_ns(void)
+{
+    return times_ns(0);
 }
 
 static long long system_ns(void)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (long long)ru.ru_stime.tv_sec * 1000000000LL + ru.ru_stime.tv_usec * 1000LL;
+    return times_ns(1);
+}
+
+/* One child of the storm: it counts 2 ms of CPU time and exits. */
+static void fork_one(void)
+{
+    pid_t child = fork();
+    if (child < 0) {
+        printf("error fork %d %s\n", errno, strerror(errno));
+        exit(2);
+    }
+    if (child == 0) {
+        long long end = cpu_ns() + 2000000LL;
+        while (cpu_ns() < end)
+            for (volatile int k = 0; k < 10000; k++)
+                ;
+        _exit(0);
+    }
+    while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+        ;
 }
 
 static int fd, gen;
@@ -76,6 +113,8 @@ static void spin_reading(long ms)
                 exit(2);
             }
             next = cpu_ns() + 50000000LL;
+            if (storm)
+                fork_one();
         }
     }
 }
@@ -88,6 +127,7 @@ int main(int argc, char **argv)
     struct pollfd in = {0, POLLIN, 0};
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    storm = getenv("IRIX_RESTART_STORM") != NULL;
     signal(SIGUSR2, on_overflow);
     snprintf(path, sizeof path, "/proc/%05d", (int)getpid());
     fd = open(path, O_RDWR);
