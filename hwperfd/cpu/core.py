@@ -87,6 +87,8 @@ def decode(model: CpuModel, counter: int, evntsel: int) -> Selection:
         if not evntsel & X86_EN:
             return Selection(None, False, False, False, False, Fraction(0))
         event = model.event(evntsel & 0xFF, counter)
+        if event is not None:
+            event = event.part((evntsel >> 8) & 0xFF)
         share = Fraction(1)
         if event is not None and MESI in event.flags:
             # The profile gives one rate per event; the four cache-line

@@ -79,6 +79,13 @@ KINDS: tuple[str, ...] = (
     "prefetch_instructions",
     "prefetch_dcache_misses",
     "mht_memory_cycles",
+    # x86 only (the IRIX tables have no such events): branches by outcome,
+    # what Core 2's BR_INST_RETIRED unit mask and the K8's taken-branch
+    # events (0xC4, 0xC5) select, and conditional branches (Core 2 BR_CND_*).
+    "taken_branches",
+    "mispredicted_taken_branches",
+    "conditional_branches",
+    "mispredicted_conditional_branches",
 )
 
 

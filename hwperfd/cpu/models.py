@@ -29,7 +29,7 @@ is this project's modelling decision (docs/design.md, CPU models).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from types import MappingProxyType
 
@@ -56,9 +56,20 @@ class ModelEvent:
     counts: Kinds = ()  # () counts 0
     counters: int = ANY_COUNTER  # bit mask of counters that take the event
     flags: frozenset[str] = frozenset()
+    # Unit-mask bits that each select a part of the event, with what that part
+    # counts; a unit mask with none of them set counts the whole (``counts``).
+    parts: tuple[tuple[int, Kinds], ...] = ()
 
     def on(self, counter: int) -> bool:
         return self.counters == ANY_COUNTER or bool(self.counters >> counter & 1)
+
+    def part(self, unit_mask: int) -> ModelEvent:
+        """The event as a unit mask selects it: the sum of the parts whose
+        bits it sets (bits of no part count nothing), or the whole."""
+        if not self.parts or not unit_mask & sum(bit for bit, _ in self.parts):
+            return self
+        counts = tuple(kind for bit, kinds in self.parts if unit_mask & bit for kind in kinds)
+        return replace(self, counts=counts, parts=())
 
     def rate(self, rates: Mapping[str, Fraction]) -> Fraction:
         """Events per cycle under a profile's rates (never below 0)."""
@@ -231,8 +242,8 @@ _INTEL = _rows("""
 88 | BR_INST_EXEC | | resolved_branches | Branches executed.
 89 | BR_MISSP_EXEC | | mispredicted_branches | Mispredicted branches executed.
 8a | BR_BAC_MISSP_EXEC | | | Branches mispredicted at decode.
-8b | BR_CND_EXEC | | | Conditional branches executed.
-8c | BR_CND_MISSP_EXEC | | | Mispredicted conditional branches executed.
+8b | BR_CND_EXEC | | conditional_branches | Conditional branches executed.
+8c | BR_CND_MISSP_EXEC | | mispredicted_conditional_branches | Mispredicted conditional branches executed.
 8d | BR_IND_EXEC | | | Indirect branches executed.
 8e | BR_IND_MISSP_EXEC | | | Mispredicted indirect branches executed.
 8f | BR_RET_EXEC | | | Returns executed.
@@ -260,8 +271,8 @@ c5 | BR_MISPRED_RET | | mispredicted_branches | Mispredicted branches retired.
 c6 | CYCLES_INT_MASKED | | | Cycles with interrupts disabled.
 c7 | CYCLES_INT_PENDING_MASKED | | | Cycles with interrupts disabled and pending.
 c8 | HW_INT_RX | | | Hardware interrupts received.
-c9 | BR_TAKEN_RET | | | Taken branches retired.
-ca | BR_MISPRED_TAKEN_RET | | | Taken mispredicted branches retired.
+c9 | BR_TAKEN_RET | | taken_branches | Taken branches retired.
+ca | BR_MISPRED_TAKEN_RET | | mispredicted_taken_branches | Taken mispredicted branches retired.
 cb | MEM_LOAD_RETIRED | | dcache_misses | Retired loads that missed the L1 data cache.
 cc | MMX_FP_TRANS | | | Switches between MMX and x87.
 cd | MMX_ASSIST | | | EMMS instructions executed.
@@ -284,6 +295,20 @@ e6 | BACLEARS | | | Front-end resteers (BACLEAR).
 f0 | PREF_RQSTS_UP | | | Upward hardware prefetches to L2.
 f8 | PREF_RQSTS_DN | | | Downward hardware prefetches to L2.
 """)
+
+# Core 2's BR_INST_RETIRED (0xC4; Intel SDM vol. 3B, Core 2 events): a unit
+# mask of 0 counts every retired branch, else the outcomes its bits select -
+# predicted not taken, mispredicted not taken, predicted taken, mispredicted
+# taken (0xC: taken).  pctr(1) lists the code only.
+_INTEL = tuple(
+    replace(event, parts=(
+        (0x1, _k("resolved_branches", "-taken_branches", "-mispredicted_branches", "mispredicted_taken_branches")),
+        (0x2, _k("mispredicted_branches", "-mispredicted_taken_branches")),
+        (0x4, _k("taken_branches", "-mispredicted_taken_branches")),
+        (0x8, _k("mispredicted_taken_branches")),
+    )) if event.code == 0xC4 else event
+    for event in _INTEL
+)  # fmt: skip
 
 # Core 2's fixed-function counters (Intel SDM vol. 3B 18.4.1; perfctr 2.6 x86.c
 # maps FIXED_CTR n to pmc_map 0x40000000 + n).  The reference clock runs at
@@ -344,8 +369,8 @@ c0 | Retired instructions | | graduated_instructions | Instructions retired.
 c1 | Retired microops | | | Micro-ops retired.
 c2 | Retired branch instructions | | resolved_branches | Branches retired.
 c3 | Retired mispredicted branch instructions | | mispredicted_branches | Mispredicted branches retired.
-c4 | Retired taken branch instructions | | | Taken branches retired.
-c5 | Retired mispredicted taken branch instructions | | | Taken mispredicted branches retired.
+c4 | Retired taken branch instructions | | taken_branches | Taken branches retired.
+c5 | Retired mispredicted taken branch instructions | | mispredicted_taken_branches | Mispredicted taken branches.
 c6 | Retired far control transfers | | | Far control transfers retired.
 c7 | Retired branch resyncs | | | Branch resyncs retired.
 c8 | Retired near returns | | | Near returns retired.

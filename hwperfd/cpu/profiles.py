@@ -41,6 +41,12 @@ _BALANCED = dict(
     decoded_branches="0.12",
     resolved_branches="0.11",
     mispredicted_branches="0.006",
+    # Of the resolved branches: taken (loop back-edges, calls), conditional;
+    # of the mispredicted: taken ones, conditional ones.
+    taken_branches="0.07",
+    mispredicted_taken_branches="0.002",
+    conditional_branches="0.09",
+    mispredicted_conditional_branches="0.005",
     graduated_fp_instructions="0.05",
     fu_completion_cycles="0.6",
     icache_misses="0.002",
@@ -78,6 +84,8 @@ PROFILE_RATES: Mapping[str, Mapping[str, Fraction]] = MappingProxyType(
                 "dcache_misses": "0.002",
                 "scache_dcache_misses": "0.0001",
                 "mispredicted_branches": "0.001",
+                "mispredicted_taken_branches": "0.0003",
+                "mispredicted_conditional_branches": "0.0008",
             }
         ),
         # Streaming over memory: low IPC, misses everywhere, busy MHT.

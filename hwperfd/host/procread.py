@@ -12,7 +12,9 @@ stop it for everyone.
 
 So those reads run on worker threads while the caller waits with a deadline:
 a worker found in uninterruptible sleep after ``STALL_NS`` (a /proc read
-does not sleep so otherwise), or any read past ``DEADLINE_NS``, answers **EAGAIN** and
+does not sleep so otherwise), or any read past ``DEADLINE_NS`` whose worker has
+spent a fifth of that in CPU time (the maps of a huge process), or any read past
+``HARD_DEADLINE_NS``, answers **EAGAIN** and
 leaves its worker behind; later reads of the same process answer EAGAIN at
 once until that worker returns.  Left-behind workers are bounded per user
 of the stuck process and in all (EAGAIN past either): a user can stall
@@ -27,12 +29,21 @@ import queue
 import threading
 import time
 
-__all__ = ["DEADLINE_NS", "STALL_NS", "MAX_STUCK", "MAX_STUCK_PER_UID", "Stalled", "read", "may_block", "stalled"]
+__all__ = [
+    "DEADLINE_NS", "HARD_DEADLINE_NS", "STALL_NS", "MAX_STUCK", "MAX_STUCK_PER_UID", "Stalled", "read", "may_block",
+    "stalled",
+]  # fmt: skip
 
 #: A worker in uninterruptible sleep this long waits on the target's lock.
 STALL_NS = 10_000_000
-#: Longest any read keeps its caller, asleep or not (a loaded machine).
+#: A read this long whose worker has run a fifth of it is too costly to finish.
+#: Wall time alone is no sign: on a loaded machine a worker waits for a CPU
+#: as long as the caller does, and a caller answered EAGAIN for its own
+#: process's stat (vperfctr_control under PAPI's ctests at load average 40)
+#: fails where the original system never did.
 DEADLINE_NS = 500_000_000
+#: Longest any read keeps its caller, asleep or not.
+HARD_DEADLINE_NS = 5_000_000_000
 #: Workers left behind on stuck reads, in all and per user of the stuck process.
 MAX_STUCK = 256
 MAX_STUCK_PER_UID = 8
@@ -100,6 +111,12 @@ class _Worker:
         self.thread = threading.Thread(target=self._run, args=(started,), name="procread", daemon=True)
         self.thread.start()
         started.wait()
+        assert self.thread.ident is not None
+        self.clock = time.pthread_getcpuclockid(self.thread.ident)
+
+    def cpu_ns(self) -> int:
+        """The worker's CPU time: what a read has cost, not what it waited."""
+        return time.clock_gettime_ns(self.clock)
 
     def _run(self, started: threading.Event) -> None:
         self.tid = threading.get_native_id()
@@ -168,6 +185,7 @@ class _Pool:
         if worker is None:
             worker = _Worker(self)
         job = _Job(path, dir_fd)
+        cpu = worker.cpu_ns()
         worker.inbox.put(job)
         if job.done.acquire(timeout=0.002):
             return job.result()
@@ -176,7 +194,11 @@ class _Pool:
             if job.done.acquire(timeout=0.005):
                 return job.result()
             waited = time.monotonic_ns() - began
-            if (waited >= STALL_NS and worker.asleep()) or waited >= DEADLINE_NS:
+            if (
+                (waited >= STALL_NS and worker.asleep())
+                or (waited >= DEADLINE_NS and worker.cpu_ns() - cpu >= DEADLINE_NS // 5)
+                or waited >= HARD_DEADLINE_NS
+            ):
                 break
         pid = _pid_of(path, dir_fd) if pid is None else pid
         uid = _uid_of(pid)

@@ -181,7 +181,7 @@ static const struct perfctr_event amd_events[] = {
     { 0xc2, 0xf, NULL, "RETIRED_BRANCH_INSTRUCTIONS", "Branches retired." },
     { 0xc3, 0xf, NULL, "RETIRED_MISPREDICTED_BRANCH_INSTRUCTIONS", "Mispredicted branches retired." },
     { 0xc4, 0xf, NULL, "RETIRED_TAKEN_BRANCH_INSTRUCTIONS", "Taken branches retired." },
-    { 0xc5, 0xf, NULL, "RETIRED_MISPREDICTED_TAKEN_BRANCH_INSTRUCTIONS", "Taken mispredicted branches retired." },
+    { 0xc5, 0xf, NULL, "RETIRED_MISPREDICTED_TAKEN_BRANCH_INSTRUCTIONS", "Mispredicted taken branches." },
     { 0xc6, 0xf, NULL, "RETIRED_FAR_CONTROL_TRANSFERS", "Far control transfers retired." },
     { 0xc7, 0xf, NULL, "RETIRED_BRANCH_RESYNCS", "Branch resyncs retired." },
     { 0xc8, 0xf, NULL, "RETIRED_NEAR_RETURNS", "Near returns retired." },

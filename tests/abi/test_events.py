@@ -3,6 +3,7 @@
 import pytest
 
 from hwperfd.cpu.events import CPU_EVENTS, KINDS, R10000, R12000, CpuEvents, Event
+from hwperfd.cpu.models import MODELS
 
 TABLES = [R10000, R12000]
 
@@ -26,9 +27,14 @@ def test_kinds_in_vocabulary(table):
 
 
 def test_kinds_vocabulary_is_used_and_unique():
+    """Every kind is counted by an IRIX event, or by an x86 one (branch outcomes)."""
     assert len(set(KINDS)) == len(KINDS)
     used = {e.kind for t in TABLES for e in t.events}
-    assert used == set(KINDS)
+    x86 = {kind for name in ("intel", "amd") for e in MODELS[name].events
+           for kinds in (e.counts, *(k for _, k in e.parts)) for kind, _ in kinds}  # fmt: skip
+    assert used | x86 == set(KINDS)
+    assert {k for k in KINDS if k not in used} == {"taken_branches", "mispredicted_taken_branches",
+                                                   "conditional_branches", "mispredicted_conditional_branches"}
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)

@@ -89,6 +89,23 @@ def test_unit_masks_share_mesi_events_and_counter_masks_are_steady_conditions():
     assert cpu.rdpmc(1) == MS
 
 
+def test_br_inst_retired_unit_mask_selects_outcomes_that_add_up_to_every_branch():
+    """Core 2's 0xC4: mask 0 counts every retired branch, each bit one
+    outcome (predicted/mispredicted, not taken/taken); PAPI_BR_NTK (0x3) is
+    not PAPI_BR_INS, and the four parts sum to the whole."""
+    parts = {}
+    for mask in (0x0, 0x1, 0x2, 0x4, 0x8, 0x3, 0xC, 0xF):
+        cpu = intel()
+        cpu.program(0, 0xC4 | (mask << 8) | X86_USR | X86_EN)
+        cpu.run(MS, 0, BALANCED)
+        parts[mask] = cpu.rdpmc(0)
+    assert parts[0x0] == parts[0xF] == MS * 11 // 100  # 0.11 branches a cycle, 1 MHz x 1 ms
+    assert parts[0x1] + parts[0x2] + parts[0x4] + parts[0x8] == parts[0x0]
+    assert (parts[0x3], parts[0xC]) == (MS * 4 // 100, MS * 7 // 100)  # not taken, taken (0.07)
+    assert parts[0x8] == MS * 2 // 1000 and parts[0x2] == MS * 4 // 1000
+    assert MODELS["intel"].event(0xC4, 0).part(0x3).counts != MODELS["intel"].event(0xC4, 0).counts
+
+
 def test_amd_counters_are_48_bits_read_as_40():
     cpu = PmuCpu(0, MODELS["amd"], Fraction(1000))
     cpu.program(0, 0x76 | X86_USR | X86_EN)

@@ -287,3 +287,59 @@ def test_user_mode_cycles_follow_the_threads_cpu_time_interval_by_interval(intel
         expected = row["cpu_ns"]  # cycles at 1000 MHz
         assert expected * 95 // 100 <= row["cycles"] <= expected * 110 // 100, rows
         assert abs(row["instructions"] - row["cycles"] * 8 // 10) <= row["cycles"] // 100 + 1, rows
+
+
+# Branch events per ms of user time (1000 MHz, the balanced profile: 0.11
+# branches a cycle, 0.07 taken, 0.09 conditional; 0.006 mispredicted, 0.002
+# of them taken, 0.005 conditional).
+BRANCH_SELECTS = {
+    "intel": [
+        # PAPI's Core 2 presets: PAPI_BR_NTK is BR_INST_RETIRED with unit mask
+        # PRED_NOT_TAKEN|MISPRED_NOT_TAKEN, PAPI_BR_TKN with TAKEN, PAPI_BR_INS
+        # BR_INST_EXEC, PAPI_BR_CN BR_CND_EXEC, PAPI_BR_MSP BR_MISSP_EXEC.
+        (("3c4", "cc4"), (40_000, 70_000)),
+        (("c4", "88"), (110_000, 110_000)),  # every retired branch; every executed one
+        (("1c4", "2c4"), (36_000, 4_000)),  # predicted, mispredicted not taken
+        (("4c4", "8c4"), (68_000, 2_000)),  # predicted, mispredicted taken
+        (("8b", "8c"), (90_000, 5_000)),
+        (("89", "c9"), (6_000, 70_000)),
+    ],
+    # The K8's retired branches: all, taken, mispredicted, mispredicted taken
+    # (PAPI_BR_INS, PAPI_BR_TKN, PAPI_BR_MSP; PAPI_BR_NTK = INS - TKN).
+    "amd": [(("c2", "c4", "c3", "c5"), (110_000, 70_000, 6_000, 2_000))],
+}
+
+
+@pytest.mark.parametrize("model", ["intel", "amd"])
+def test_branch_events_count_their_own_outcomes_and_never_mirror_each_other(request, perfctr_programs, model):
+    """PAPI's branch presets are distinct counts on a real CPU: not-taken
+    branches are not all branches (Core 2's BR_INST_RETIRED unit mask selects
+    outcomes), taken branches are not 0 (the K8's 0xC4), and a unit mask's
+    parts add up to the whole."""
+    mount = request.getfixturevalue(model)
+    for selects, per_ms in BRANCH_SELECTS[model]:
+        proc = start(mount, perfctr_programs["evntsels"], *selects)
+        ready = fields(until(proc, "ready"))
+        mount.control(f"advance {ready['pid']} 2ms")
+        out, err = proc.communicate("\n", timeout=30)
+        assert proc.returncode == 0, err
+        counts = fields(next(line for line in out.splitlines() if line.startswith("counts")))
+        assert counts == {f"pmc{i}": 2 * n for i, n in enumerate(per_ms)}, selects
+
+
+def test_multiplexed_slices_add_up_to_the_cpu_time_and_each_counts_at_its_events_rate(intel_real, perfctr_programs):
+    """PAPI's software multiplexing (ctests multiplex*, reset_multiplex,
+    sdsc*-mpx) switches a vperfctr's event from SIGPROF every 10 ms of CPU
+    time - read, stop, control - and scales each event by the cycles of its
+    own slices: over 300 ms of user-mode work the slices' cycles are the CPU
+    time x clock rate within 5% (switching costs system time, which user-mode
+    cycles do not count), and each slice counts its event at the profile's
+    rate (0.8 instructions, 0.11 branches a cycle)."""
+    proc = start(intel_real, perfctr_programs["mpx_slices"], "10", "300")
+    out, err = proc.communicate("", timeout=120)
+    assert proc.returncode == 0, err
+    row = fields(next(line for line in out.splitlines() if line.startswith("slices")))
+    assert row["cpu_ns"] * 95 // 100 <= row["cycles"] <= row["cpu_ns"] * 101 // 100, row  # 1000 MHz
+    assert row["slices0"] >= 3 and row["slices1"] >= 3, row
+    assert abs(row["count0"] - row["cycles0"] * 8 // 10) <= row["cycles0"] // 1000 + row["slices0"], row
+    assert abs(row["count1"] - row["cycles1"] * 11 // 100) <= row["cycles1"] // 1000 + row["slices1"], row

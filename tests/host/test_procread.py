@@ -1,0 +1,53 @@
+"""A /proc read on a worker thread: given up when its process keeps it
+(asleep in the kernel) or when it costs too much CPU, not because a loaded
+machine kept the worker from a CPU."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from hwperfd.host import procread
+
+
+def _other_pid() -> int:
+    return os.getppid()  # not the daemon's own: its reads go through the workers
+
+
+def test_a_read_whose_worker_waits_without_running_is_answered(monkeypatch):
+    """Past DEADLINE_NS a worker that neither sleeps in the kernel nor runs
+    (waiting for a CPU, as on a machine at load average 40) still answers:
+    the caller's own vperfctr_control must not fail with EAGAIN for it."""
+    real = procread._read_direct
+    target = f"/proc/{_other_pid()}/stat"
+
+    def slow(path, dir_fd):
+        if path == target:
+            time.sleep(procread.DEADLINE_NS * 3 / 2 / 1e9)  # interruptible sleep, no CPU
+        return real(path, dir_fd)
+
+    monkeypatch.setattr(procread, "_read_direct", slow)
+    data = procread._Pool().read(target, None)
+    assert data.startswith(f"{_other_pid()} (".encode())
+
+
+def test_a_read_that_costs_too_much_cpu_answers_eagain(monkeypatch):
+    """A read whose worker keeps running past DEADLINE_NS (the maps of a
+    process with millions of mappings) is given up with EAGAIN."""
+    pool = procread._Pool()
+    real = procread._read_direct
+    target = f"/proc/{_other_pid()}/maps"
+
+    def costly(path, dir_fd):
+        if path != target:
+            return real(path, dir_fd)
+        end = time.thread_time_ns() + 2 * procread.DEADLINE_NS  # a second of the worker's CPU
+        while time.thread_time_ns() < end:
+            pass
+        return b""
+
+    monkeypatch.setattr(procread, "_read_direct", costly)
+    with pytest.raises(procread.Stalled):
+        pool.read(target, None)
