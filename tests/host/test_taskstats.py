@@ -599,7 +599,12 @@ def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path)
         for _ in range(3):
             child = subprocess.Popen(argv)
             os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
-            total = time.clock_gettime_ns((~child.pid << 3) | 2)
+            # A zombie runs the last instructions of its exit after it became
+            # one (do_exit: exit_notify, then do_task_dead): wait until its
+            # clock stops, which is what wait4 reads.
+            clock, total = (~child.pid << 3) | 2, -1
+            while total != (total := time.clock_gettime_ns(clock)):
+                time.sleep(0.001)
             task, group = ts.task_record(child.pid), ts.group_record(child.pid)
             usage = os.wait4(child.pid, 0)[2]
             assert task is not None and group is not None
