@@ -141,7 +141,7 @@ class ProcFs(pyfuse3.Operations):
         signal: Callable[[Signal], None] = lambda owed: None,
         deliver: Callable[[int, int], bool] = lambda pid, tid: False,
         on_time_moved: Callable[[int], None] = lambda pid: None,
-        catch_up_events: Callable[[int | None], None] = lambda pid: None,
+        catch_up_events: Callable[[int | None], object] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
         status: Callable[[], list[str]] = lambda: [],
         quiet: Callable[[int], bool] = lambda pid: False,
