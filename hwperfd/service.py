@@ -71,6 +71,9 @@ MAX_HELD = 16 * EVENT_SLICE  # exit records waiting for their process's exit eve
 # Slices that wait for queued FUSE requests to be answered first, at most,
 # before the next is taken anyway (requests alone never stop the events).
 YIELDS_TO_REQUESTS = 8
+# A burst is worked off before a request is answered, as far as this many
+# slices; a backlog longer than that is a storm, and requests go ahead of it.
+STORM_SLICES = 8
 PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (real clock)
 MAX_PID_INODE = 1 << 31  # process files' inodes lie between PID_INODE_BASE and the nodes'
 
@@ -133,9 +136,9 @@ class Daemon:
         self.accounting: taskstats.ExitAccounting | None = None
         # Exit records held back a round (see _catch_up_events).
         self._held: list[taskstats.ExitRecord] = []
-        # The last slice left events queued: a storm's backlog, which
-        # requests are answered ahead of (_catch_up_for_request).
-        self._backlog = False
+        # Slices in a row that left events queued: past STORM_SLICES, a
+        # storm's backlog, which requests are answered ahead of.
+        self._behind = 0
         # Set when a request may have armed overflow signals, or a process
         # exited: the periodic tasks sleep on these while they have no work.
         self._controls_changed: trio.Event | None = None
@@ -391,13 +394,16 @@ class Daemon:
                 self.events = self.accounting = None
 
     def _catch_up_for_request(self, pid: int | None) -> None:
-        """Before a request: what the kernel has reported, one slice of it,
-        unless a backlog is being worked off (a storm): then the request is
-        answered ahead of it, with what the daemon knows, and only ``pid``'s
-        reaped children are looked at.  No user's storm makes another's
-        request wait for it."""
-        if not self._backlog:
-            self._catch_up_events(pid)
+        """Before a request: what the kernel has reported, as ever, while it
+        is no storm (up to ``STORM_SLICES`` slices); in a storm (the event
+        loop has been behind that many slices running) the request is
+        answered ahead of the backlog, with what the daemon knows, and only
+        ``pid``'s reaped children are looked at.  No user's storm makes
+        another's request wait for it."""
+        if self._behind < STORM_SLICES:
+            for _ in range(STORM_SLICES):
+                if not self._catch_up_events(pid):
+                    break
         elif pid is not None and self.lifecycle.settle(pid):
             self._record_setup((pid,))
             self._changed()
@@ -506,7 +512,7 @@ class Daemon:
             self._record_setup(touched)
         if changed:
             self._changed()
-        self._backlog = more
+        self._behind = self._behind + 1 if more else 0
         return more
 
     def answer_ioctl(  # noqa: PLR0913 - the bridge's handler signature
