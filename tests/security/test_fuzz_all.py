@@ -1,4 +1,4 @@
-"""Eight users fuzz every personality at once (tests/security/personality_fuzz.py:
+"""Eight users (two processes each) fuzz every personality at once (tests/security/personality_fuzz.py:
 IRIX PIOC* on an R10000 mount, libcpc on both, perfctr and pctr on a Core 2
 mount) while their processes fork, exec and exit and root winds the pid
 counter back so that pids are reused as fast as they are freed.  Under the
@@ -8,7 +8,8 @@ personality's documentation gives; neither daemon crashes or logs a
 traceback.
 
 The suite runs 8 000 calls (about 20 s); HWPERFD_FUZZ_CALLS sets
-another total (10^6 for the full run, some minutes).
+another total (10^6 for the full run, some minutes) and HWPERFD_FUZZ_PROCS
+the processes per user.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from tests.security.conftest import NS_LAST_PID
 HERE = Path(__file__).resolve().parent
 USERS = [65534 - i for i in range(8)]
 CALLS = int(os.environ.get("HWPERFD_FUZZ_CALLS", "8000"))
-PER_USER = 2  # fuzzing processes each user starts (more calls wait at each daemon at once)
+# Fuzzing processes each user starts: more keep more calls waiting at each
+# daemon at once, which on a loaded machine sets the pace.
+PER_USER = int(os.environ.get("HWPERFD_FUZZ_PROCS", "2"))
 MS = 1_000_000
 TICKS = 50  # milliseconds root's witnesses are given, one at a time, while the fuzz runs
 
