@@ -1,9 +1,9 @@
 """One user's fuzzer of every personality (tests/security/test_fuzz_all.py
 starts 8 of them, each as its own uid).
 
-    personality_fuzz.py MIPS_MOUNT INTEL_MOUNT SEED CALLS
+    personality_fuzz.py MIPS_MOUNT INTEL_MOUNT SEED CALLS [SECONDS]
 
-Makes CALLS calls, each drawn at random: IRIX PIOC* ioctls on the files of
+Makes CALLS calls (or as many as SECONDS allow), each drawn at random: IRIX PIOC* ioctls on the files of
 itself, its children and pids near its own (the daemon may have given the
 pid to another process since), on the R10000 mount; libcpc's transport
 (bind, sample, preset, restart, enable, disable, release; LWP, pctx and CPU
@@ -30,6 +30,7 @@ import signal
 import struct
 import sys
 import threading
+import time
 from collections import Counter
 
 import structs
@@ -259,6 +260,7 @@ def step(mips: str, intel: str, script: str, nested: bool = False) -> None:
 
 def main() -> int:
     mips, intel, seed, calls = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    deadline = time.monotonic() + float(sys.argv[5]) if len(sys.argv) > 5 else float("inf")
     rng.seed(seed)
     for sig in range(1, signal.NSIG):
         if sig not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
@@ -267,7 +269,7 @@ def main() -> int:
             except (OSError, ValueError):
                 pass
     script = os.path.abspath(__file__)
-    while stats["calls"] < calls:
+    while stats["calls"] < calls and (stats["calls"] % 64 or time.monotonic() < deadline):
         step(mips, intel, script)
     reap(block=True)
     report()
