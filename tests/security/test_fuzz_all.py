@@ -79,6 +79,19 @@ def mounts(shared_tmp):
             yield mips, intel
 
 
+def _advance(mount, text: str) -> None:
+    """Root moves the clock; EAGAIN (a /proc read past its deadline on a
+    machine the fuzz loads: host/procread.py) says to try again."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return mount.control(text)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
@@ -127,9 +140,9 @@ def test_eight_users_fuzz_every_personality_while_roots_counts_stay_exact(
         winder = threading.Thread(target=_wind_back_pids, args=(min(p.pid for p in fuzzers), stop), daemon=True)
         winder.start()
         for _ in range(TICKS):
-            mips.control(f"advance {irix.pid} 1ms")
-            intel.control(f"advance-thread {vtid} 1ms")
-            mips.control(f"advance-thread {lwp.tid} 1ms")
+            _advance(mips, f"advance {irix.pid} 1ms")
+            _advance(intel, f"advance-thread {vtid} 1ms")
+            _advance(mips, f"advance-thread {lwp.tid} 1ms")
             time.sleep(0.02)
         outputs = [p.communicate(timeout=3600)[0] for p in fuzzers]
         seconds = time.monotonic() - began
