@@ -75,6 +75,7 @@ def size_of(cmd: int) -> int:
 
 def call(personality: str, allowed: set[int], fd: int, cmd: int, arg: bytes | int = 0) -> bytes | None:
     stats["calls"] += 1
+    stats[f"calls {personality}"] += 1
     buf = bytearray(arg) if isinstance(arg, bytes) else arg  # libcpc's 3 KB: past fcntl's 1 KB for bytes
     try:
         result = fcntl.ioctl(fd, cmd, buf)
@@ -131,7 +132,7 @@ def irix(mips: str) -> None:
 
 
 def cpc(mount: str) -> None:
-    fd = opened(f"cpc {mount}", f"{mount}/cpc", os.O_RDWR)
+    fd = opened(f"cpc {mount}", f"{mount}/cpc", os.O_RDONLY)  # as libcpc opens it (0644)
     if fd is None:
         return
     cmd = rng.choice(CPCIO)

@@ -41,6 +41,7 @@ PER_USER = int(os.environ.get("HWPERFD_FUZZ_PROCS", "2"))
 # with what they made (every other check stands).
 SECONDS = os.environ.get("HWPERFD_FUZZ_SECONDS")
 MS = 1_000_000
+SHOWN = ("calls ", "errno", "cpc error", "open")  # figures printed beside the totals
 TICKS = 50  # milliseconds root's witnesses are given, one at a time, while the fuzz runs
 
 IRIX_WITNESS = """
@@ -156,9 +157,12 @@ def test_eight_users_fuzz_every_personality_while_roots_counts_stay_exact(
         print(f"\n{figures['calls']} calls in {seconds:.1f} s ({figures['calls'] / seconds:.0f}/s; daemons' CPU "
               f"{cpu[0]:.1f} s + {cpu[1]:.1f} s), "
               f"{figures['forks']} forks, ok {figures['ok']}; "
-              + ", ".join(f"{k} {v}" for k, v in sorted(figures.items()) if k.startswith(("errno", "cpc error"))))
+              + ", ".join(f"{k} {v}" for k, v in sorted(figures.items()) if k.startswith(SHOWN)))
         assert [p.returncode for p in fuzzers] == [0] * len(fuzzers)
         assert (figures["calls"] >= CALLS or SECONDS) and figures["ok"] > 0
+        # Every personality was reached (a node the users could not open would go unfuzzed).
+        assert all(figures[f"calls {p}"] > CALLS // 20 for p in ("irix", "cpc", "perfctr", "pctr")), figures
+        assert sum(v for k, v in figures.items() if k.startswith("cpc error")) > 0
         assert not {k: v for k, v in figures.items() if k.startswith("unexpected")}
         # Root's counts: exactly the clock's 50 ms, whatever the eight users did.
         irix.stdin.write("read\n")
