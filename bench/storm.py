@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""hwperfd benchmark: root's request latency and the daemon's memory under a
-thread storm by unprivileged users who never touch hwperfd.
+"""hwperfd benchmark: root's request latency and the daemon's memory under
+event storms by an unprivileged user.
 
-    python3 bench/storm.py [--stormers N] [--seconds S] [--rounds R]
+    python3 bench/storm.py [--stormers N] [--seconds S] [--rounds R] [--kinds K,...]
 
 Mounts a fresh hwperfd (--clock real) under a temporary directory, measures
 root's ``cat <mount>/perfctr`` (open, read, close) for a quiet baseline, then
-starts N processes as uid 65534 that create and join threads as fast as they
-can for S seconds, timing the same read all the while; after the storm, the
-daemon's RSS is taken again once it has caught up.  Prints the median and
-p99 latency quiet and under the storm (targets 50 ms and 200 ms), threads
-the stormers made, and the daemon's RSS before, after each round, and the
-ratio (target: back within 10% of the baseline).  Needs root.
+starts N processes as uid 65534 (bench/storm_client.c) that for S seconds,
+as fast as they can, create and join threads (``threads``: processes hwperfd
+does not count), fork children that exit at once (``forks``), or create and
+join threads after a libcpc bind with CPC_BIND_LWP_INHERIT (``inherit``:
+every thread gets a context of its own), timing the same read all the
+while; after each storm the daemon's RSS is taken again once it has caught
+up.  Prints the median and p99 latency quiet and under each storm (targets
+50 ms and 200 ms), what the stormers made, and the daemon's RSS before,
+after each storm, and the ratio (target: back within 10% of the baseline).
+Needs root.
 """
 
 from __future__ import annotations
@@ -30,19 +34,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 
-STORM = """
-import sys, threading, time
-end = time.monotonic() + float(sys.argv[1])
-made = 0
-while time.monotonic() < end:
-    batch = [threading.Thread(target=int) for _ in range(32)]
-    for t in batch:
-        t.start()
-    for t in batch:
-        t.join()
-    made += len(batch)
-print(made, flush=True)
-"""
+KINDS = ("threads", "forks", "inherit")
+
+
+def build(folder: Path) -> Path:
+    """bench/storm_client.c, linked with the tree's libcpc, where uid 65534 may run it."""
+    out = folder / "storm_client"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", f"-I{ROOT / 'include'}", "-o", str(out),
+                    str(ROOT / "bench" / "storm_client.c"), f"-L{ROOT / 'lib'}", f"-Wl,-rpath,{ROOT / 'lib'}",
+                    "-lcpc", "-pthread"], check=True)  # fmt: skip
+    return out
 
 
 def rss_kib(pid: int) -> int:
@@ -70,17 +71,21 @@ def figures(label: str, times: list[float]) -> str:
     times = sorted(times)
     p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
     median = statistics.median(times)
-    return f"{label:<22} median {median * 1e3:7.2f} ms   p99 {p99 * 1e3:7.2f} ms   ({len(times)} reads)"
+    return f"{label:<32} median {median * 1e3:7.2f} ms   p99 {p99 * 1e3:7.2f} ms   ({len(times)} reads)"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stormers", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="storms of each kind")
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"storms to run, of {', '.join(KINDS)}")
     if os.environ.get("HWPERFD_BENCH_QUICK") == "1":  # bench/run.py --quick: a smoke test
         parser.set_defaults(stormers=2, seconds=1.0, rounds=1)
     args = parser.parse_args(argv)
+    kinds = [k for k in args.kinds.split(",") if k]
+    if not set(kinds) <= set(KINDS):
+        parser.error(f"--kinds: of {', '.join(KINDS)}")
     if os.geteuid() != 0:
         print("bench/storm.py needs root", file=sys.stderr)
         return 2
@@ -88,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     os.chmod(folder, 0o755)
     mount = folder / "mnt"
     mount.mkdir()
+    client = build(folder)
     log = open(folder / "hwperfd.log", "w")
     daemon = subprocess.Popen([sys.executable, "-m", "hwperfd", "--clock", "real", str(mount)],
                               stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # fmt: skip
@@ -103,10 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         base = rss_kib(daemon.pid)
         print(figures("quiet", quiet))
         print(f"daemon RSS baseline     {base} KiB")
-        for round_ in range(args.rounds):
+        env = {**os.environ, "HWPERFD_MOUNT": str(mount)}
+        for kind, round_ in [(kind, r) for kind in kinds for r in range(args.rounds)]:
             stormers = [
-                subprocess.Popen([*NOBODY, sys.executable, "-c", STORM, str(args.seconds)],
-                                 stdout=subprocess.PIPE, text=True, cwd="/")  # fmt: skip
+                subprocess.Popen([*NOBODY, str(client), kind, str(args.seconds)],
+                                 stdout=subprocess.PIPE, text=True, cwd="/", env=env)  # fmt: skip
                 for _ in range(args.stormers)
             ]
             stormy = sample(node, args.seconds)
@@ -116,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             times = sorted(stormy)
             median, p99 = statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]
             ok &= median < 0.050 and p99 < 0.200 and after <= base * 1.10
-            print(figures(f"storm {round_ + 1} ({made} threads)", stormy))
-            print(f"daemon RSS after storm {round_ + 1}  {after} KiB ({after / base:.2f}x baseline)")
+            made_what = "processes" if kind == "forks" else "threads"
+            print(figures(f"{kind} {round_ + 1} ({made} {made_what})", stormy))
+            print(f"daemon RSS after {kind} {round_ + 1}  {after} KiB ({after / base:.2f}x baseline)")
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:

@@ -12,6 +12,7 @@ import errno
 import hashlib
 import logging
 import os
+import select
 import signal
 import sqlite3
 import time
@@ -36,6 +37,7 @@ from hwperfd.counters.threads import (
     ThreadEvent,
     ThreadExited,
     ThreadTable,
+    coalesce,
 )
 from hwperfd.cpc.node import CpcNode
 from hwperfd.cpu.pmu import CpuSet
@@ -61,6 +63,17 @@ ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 MAX_ZOMBIE_INTERVAL = 1.0
 MIN_TICK_NS = 100_000  # the overflow tick's shortest sleep
 LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
+# Datagrams taken from each netlink stream before the daemon answers anyone
+# again: a storm's backlog is applied a slice at a time, with requests
+# served between slices, and never held as one list.
+EVENT_SLICE = 64
+MAX_HELD = 16 * EVENT_SLICE  # exit records waiting for their process's exit event
+# Slices that wait for queued FUSE requests to be answered first, at most,
+# before the next is taken anyway (requests alone never stop the events).
+YIELDS_TO_REQUESTS = 8
+# A burst is worked off before a request is answered, as far as this many
+# slices; a backlog longer than that is a storm, and requests go ahead of it.
+STORM_SLICES = 8
 PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (real clock)
 MAX_PID_INODE = 1 << 31  # process files' inodes lie between PID_INODE_BASE and the nodes'
 
@@ -123,6 +136,9 @@ class Daemon:
         self.accounting: taskstats.ExitAccounting | None = None
         # Exit records held back a round (see _catch_up_events).
         self._held: list[taskstats.ExitRecord] = []
+        # Slices in a row that left events queued: past STORM_SLICES, a
+        # storm's backlog, which requests are answered ahead of.
+        self._behind = 0
         # Set when a request may have armed overflow signals, or a process
         # exited: the periodic tasks sleep on these while they have no work.
         self._controls_changed: trio.Event | None = None
@@ -139,7 +155,7 @@ class Daemon:
             signal=self.signals.owe,
             deliver=self.signals.send_now,
             on_time_moved=self._time_moved,
-            catch_up_events=self._catch_up_events,
+            catch_up_events=self._catch_up_for_request,
             on_controls_changed=self._wake_tick,
             status=self._status,
             quiet=lambda pid: not self.lifecycle.has_zombies(pid),
@@ -352,6 +368,11 @@ class Daemon:
         async with contextlib.AsyncExitStack() as stack:
             if taskstats.available():
                 self.accounting = await stack.enter_async_context(taskstats.ExitAccounting(self.event_buffer))
+                # A thread's own record matters only to a context on it or
+                # to a counting process (see _exit_events).
+                self.accounting.keep_thread = lambda tgid, tid: (
+                    self.threads.has_thread(tid) or self.kernel.is_counting(tgid)
+                )
             else:
                 log.info("taskstats unavailable: a child reaped at once may lose its last CPU time")
             self.events = await stack.enter_async_context(procevents.ProcessEvents(self.event_buffer))
@@ -360,23 +381,53 @@ class Daemon:
             self.fs.fast.watch([sub.fileno() for sub in (self.events, self.accounting) if sub is not None])
             try:
                 # Waiting without reading: what the connector sent is taken
-                # and applied in one go, with no checkpoint between.
+                # and applied in slices, with no checkpoint inside one and
+                # requests served between them.
+                fuse = next((fd for fd, what in _descriptors().items() if what == "/dev/fuse"), -1)
                 while await self.events.wait_readable():
-                    self._catch_up_events(None)
+                    while True:
+                        for _ in range(YIELDS_TO_REQUESTS if fuse >= 0 else 0):
+                            if not select.select([fuse], [], [], 0)[0]:
+                                break
+                            await trio.sleep(0)  # a request is queued: it goes first
+                        if not self._catch_up_events(None):
+                            break
+                        await trio.sleep(0)
             finally:
                 self.fs.fast.watch(None)
                 self.events = self.accounting = None
 
-    def _catch_up_events(self, pid: int | None = None) -> None:
+    def _catch_up_for_request(self, pid: int | None) -> None:
+        """Before a request: what the kernel has reported, as ever, while it
+        is no storm (up to ``STORM_SLICES`` slices); in a storm (the event
+        loop has been behind that many slices running) the request is
+        answered ahead of the backlog, with what the daemon knows, and only
+        ``pid``'s reaped children are looked at.  No user's storm makes
+        another's request wait for it."""
+        # A counting process's own file waits for up to 8 times as much: its
+        # own fork storm must not leave its children's counts out.
+        counting = pid is not None and self.kernel.is_tracked(pid)
+        if self._behind < STORM_SLICES or counting:
+            for _ in range(STORM_SLICES * (8 if counting else 1)):
+                if not self._catch_up_events(pid):
+                    break
+        elif pid is not None and self.lifecycle.settle(pid):
+            self._record_setup((pid,))
+            self._changed()
+
+    def _catch_up_events(self, pid: int | None = None) -> bool:
         """Apply what the kernel has reported (``Lifecycle`` orders it), then
         fold ``pid``'s children reaped since: a parent that has just returned
-        from wait(2) must see its child's counts.
+        from wait(2) must see its child's counts.  At most ``EVENT_SLICE``
+        datagrams of each stream are taken: True when more are queued (a
+        storm's backlog; a request is answered after one slice, not after
+        all of it).
 
         Exits come from taskstats when it is there: the kernel queues them
         before the parent can be woken, while the connector's exit event comes
         after it (do_exit: taskstats_exit, exit_notify, proc_exit_connector).
         """
-        changed = False
+        changed = more = False
         touched: set[int] = set()  # pids whose set-up the events may change
         # One poll(2) for both streams first: before most requests neither has news.
         if self.events is not None and (self._held or netlink.any_pending((self.events, self.accounting))):
@@ -390,9 +441,21 @@ class Daemon:
             # yet waits a round: its fork may still be queued, and a record
             # applied before its fork would lose the child's counts.
             records = self._held + self._drain_accounting()
-            seen = self.events.drain_nowait()
+            more = self.accounting is not None and self.accounting.backlog
+            seen = self.events.drain_nowait(EVENT_SLICE)
+            more |= self.events.backlog
             ended = {e.tgid for e in seen if isinstance(e, procevents.ExitEvent)}
-            announced, self._held = taskstats.announced(self._drain_accounting(), ended)
+            if self.events.backlog:
+                # The connector's slice may stop short of these records'
+                # forks: each waits for its process's exit to be read, but
+                # only so many wait (past them the oldest go, as after a loss).
+                records, self._held = taskstats.announced(records, ended)
+                records += self._held[: max(0, len(self._held) - MAX_HELD)]
+                del self._held[: max(0, len(self._held) - MAX_HELD)]
+                announced: list[taskstats.ExitRecord] = []
+            else:
+                announced, self._held = taskstats.announced(self._drain_accounting(), ended)
+                more |= self.accounting is not None and self.accounting.backlog
             self.fs.fast.hold(bool(self._held))
             for record in self._held:
                 # A held process exit is applied a round later, but its times
@@ -424,7 +487,7 @@ class Daemon:
                         batch.append(Exited(event.pid, event.parent_tgid))
                 else:
                     batch.append(Lost())
-            threads += whole_groups
+            threads = [*coalesce(threads), *whole_groups]
             for item in batch:
                 if isinstance(item, (Exited, Execed)):
                     touched.update((item.pid, self.kernel.parent_of(item.pid)))
@@ -456,6 +519,8 @@ class Daemon:
             self._record_setup(touched)
         if changed:
             self._changed()
+        self._behind = self._behind + 1 if more else 0
+        return more
 
     def answer_ioctl(  # noqa: PLR0913 - the bridge's handler signature
         self, ino: int, fh: int, cmd: int, arg: int, data: bytes, out_size: int, flags: int,
@@ -514,7 +579,7 @@ class Daemon:
                 self.kernel.thread_exited(pid, tid, times)
 
     def _drain_accounting(self) -> list[taskstats.ExitRecord]:
-        return self.accounting.drain_nowait() if self.accounting is not None else []
+        return self.accounting.drain_nowait(EVENT_SLICE) if self.accounting is not None else []
 
     def _exit_events(self, records: list[taskstats.ExitRecord]) -> list[Event]:
         batch: list[Event] = []

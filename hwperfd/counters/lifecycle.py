@@ -248,7 +248,10 @@ class Lifecycle:
 
     def _alive(self, pid: int) -> bool:
         identity = self.kernel.identity(pid)
-        start = self.host.read_start(pid)
+        try:
+            start = self.host.read_start(pid)
+        except BlockingIOError:
+            return True  # stuck in the kernel where its /proc files wait on it: there all the same
         if start is None:
             return False
         return not (identity and identity[0] and identity[0] != start)

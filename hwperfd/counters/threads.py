@@ -94,6 +94,26 @@ class ProcessExeced:
 ThreadEvent = ThreadCreated | ThreadExited | ProcessExited | ProcessExeced
 
 
+def coalesce(events: Iterable[ThreadEvent]) -> list[ThreadEvent]:
+    """``events`` less the creation of each thread whose end follows among
+    them: a thread already gone when its creation is applied gets no
+    context (and a look for it could find a later thread given its tid), so
+    a storm of short-lived threads costs no look at all.  Its end stays (a
+    dictionary look-up; it ends any context an earlier thread with the tid
+    left), and the rest keep their order."""
+    batch = list(events)
+    born: dict[tuple[int, int], int] = {}
+    stillborn: set[int] = set()
+    for at, event in enumerate(batch):
+        if isinstance(event, ThreadCreated):
+            born[(event.pid, event.tid)] = at
+        elif isinstance(event, ThreadExited):
+            created = born.pop((event.pid, event.tid), None)
+            if created is not None:
+                stillborn.add(created)
+    return [event for at, event in enumerate(batch) if at not in stillborn] if stillborn else batch
+
+
 @dataclass(eq=False)
 class ThreadContext:
     """One thread's counters for one service."""
@@ -172,6 +192,10 @@ class ThreadTable:
 
     def has_process(self, pid: int) -> bool:
         return pid in self._books.by_pid
+
+    def has_thread(self, tid: int) -> bool:
+        """Whether thread ``tid`` has a context of any service."""
+        return tid in self._books.by_tid
 
     def register(
         self,

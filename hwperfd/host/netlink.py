@@ -88,6 +88,11 @@ class NetlinkSubscription(Generic[R]):
         self._sock: trio.socket.SocketType | None = None
         self._raw: _stdlib_socket.socket | None = None
         self._pending: deque[R] = deque()
+        #: Whether the last bounded ``drain_nowait`` left records queued.
+        self.backlog = False
+        # One receive buffer for every drain: recvfrom() would allocate RECV_SIZE bytes a datagram.
+        self._buffer = bytearray(RECV_SIZE)
+        self._view = memoryview(self._buffer)
 
     # -- what a subclass provides
 
@@ -166,19 +171,27 @@ class NetlinkSubscription(Generic[R]):
             return False
         return self._sock is not None
 
-    def drain_nowait(self) -> list[R]:
-        """Every record the kernel has already sent, without waiting.
+    def drain_nowait(self, limit: int | None = None) -> list[R]:
+        """Every record the kernel has already sent, without waiting; at
+        most ``limit`` datagrams' worth, when given (``backlog`` then says
+        whether more were left queued): a caller that must answer others
+        meanwhile takes a storm's backlog a slice at a time.
 
         Called before every request the daemon answers, so the common empty
         case costs one poll(2) rather than a failing recvfrom and its exception.
         """
         raw = self._raw
+        self.backlog = False
         if raw is not None and not self._pending and not select.select([raw], [], [], 0)[0]:
             return []
         if raw is not None:
+            taken = 0
             while True:
+                if limit is not None and taken >= limit:
+                    self.backlog = True
+                    break
                 try:
-                    data, (sender, _groups) = raw.recvfrom(RECV_SIZE, _stdlib_socket.MSG_DONTWAIT)
+                    size, (sender, _groups) = raw.recvfrom_into(self._buffer, RECV_SIZE, _stdlib_socket.MSG_DONTWAIT)
                 except BlockingIOError:
                     break
                 except OSError as e:
@@ -186,8 +199,9 @@ class NetlinkSubscription(Generic[R]):
                         self._overrun()
                         continue
                     break
+                taken += 1
                 if sender == 0:
-                    self._feed(data)
+                    self._feed(bytes(self._view[:size]))
         records = list(self._pending)
         self._pending.clear()
         return records

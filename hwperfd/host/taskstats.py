@@ -237,6 +237,8 @@ class Overrun:
 
 
 ExitRecord = TaskExit | Overrun
+#: ``keep(tgid, tid)``: whether thread ``tid`` of process ``tgid``'s own exit record is wanted.
+KeepThread = Callable[[int, int], bool]
 
 
 # --------------------------------------------------------------------------
@@ -318,12 +320,31 @@ def _record(data: bytes, start: int, end: int, ident: int, aggregate: bool) -> T
     )
 
 
-def _parse_exit(data: bytes, off: int, end: int, out: deque) -> None:
+def _unwanted_thread(data: bytes, start: int, stop: int, ident: int, keep: KeepThread) -> bool:
+    """A thread's own record (not its process's last) that ``keep`` does
+    not want, told from two fields: not worth building."""
+    if stop - start < max(TS_MIN_SIZE, TS_AC_TGID + 4) or struct.unpack_from("=H", data, start + TS_VERSION)[0] < 12:
+        return False
+    tgid = _U32.unpack_from(data, start + TS_AC_TGID)[0]
+    return bool(tgid) and tgid != ident and not data[start + TS_AC_FLAG] & AGROUP and not keep(tgid, ident)
+
+
+def _parse_exit(data: bytes, off: int, end: int, out: deque, keep: KeepThread | None = None) -> None:
     """The records of one TASKSTATS_CMD_NEW message (attributes in [off, end)):
-    the task's, then the thread group's aggregate if there is one."""
+    the task's, then the thread group's aggregate if there is one.  A
+    thread's record that ``keep(tgid, tid)`` refuses is skipped unbuilt."""
     task: TaskExit | None = None
     aggregate: TaskExit | None = None
-    for kind, start, stop in _attrs(data, off, end):
+    found = _attrs(data, off, end)
+    if keep is not None and all(kind != TASKSTATS_TYPE_AGGR_TGID for kind, _, _ in found):
+        for kind, start, stop in found:
+            if kind == TASKSTATS_TYPE_AGGR_PID:
+                nested = {k: (a, b) for k, a, b in _attrs(data, start, stop)}
+                at_pid, at_stats = nested.get(TASKSTATS_TYPE_PID), nested.get(TASKSTATS_TYPE_STATS)
+                if at_pid is not None and at_stats is not None and at_pid[1] - at_pid[0] >= 4:
+                    if _unwanted_thread(data, *at_stats, _U32.unpack_from(data, at_pid[0])[0], keep):
+                        return
+    for kind, start, stop in found:
         if kind not in (TASKSTATS_TYPE_AGGR_PID, TASKSTATS_TYPE_AGGR_TGID):
             continue  # TASKSTATS_TYPE_NULL padding, or something newer
         ident = -1
@@ -360,7 +381,7 @@ def _parse_exit(data: bytes, off: int, end: int, out: deque) -> None:
         out.append(aggregate)
 
 
-def _parse(data: bytes, family: int, out: deque) -> None:
+def _parse(data: bytes, family: int, out: deque, keep: KeepThread | None = None) -> None:
     """Append the records of one datagram (possibly several messages) to out.
 
     Kernel answers to our requests become ``("ack", seq, error)`` tuples:
@@ -384,7 +405,7 @@ def _parse(data: bytes, family: int, out: deque) -> None:
         elif kind == family and length >= _HDR_LEN:
             cmd = data[off + _NLMSGHDR.size]
             if cmd == TASKSTATS_CMD_NEW:
-                _parse_exit(data, off + _HDR_LEN, end, out)
+                _parse_exit(data, off + _HDR_LEN, end, out, keep)
 
 
 # --------------------------------------------------------------------------
@@ -597,6 +618,10 @@ class ExitAccounting(NetlinkSubscription[ExitRecord]):
         self._seq = 0
         self._totals = _GroupTotals()
         self.overruns = 0  # how many times records were lost
+        #: ``keep_thread(tgid, tid)``: whether a thread's own exit record is
+        #: wanted (None: all are); the rest are dropped as they are read, so
+        #: a thread storm in a process nobody counts costs a glance each.
+        self.keep_thread: KeepThread | None = None
 
     @property
     def family(self) -> int:
@@ -637,7 +662,7 @@ class ExitAccounting(NetlinkSubscription[ExitRecord]):
 
     def _feed(self, data: bytes) -> None:
         batch: deque = deque()
-        _parse(data, self._family, batch)
+        _parse(data, self._family, batch, self.keep_thread)
         self._take(batch)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import resource
 import stat
 import threading
 import time
@@ -61,6 +62,21 @@ logging.getLogger("pyfuse3").addFilter(_InvalidationFailures())
 #: Open process files one unprivileged user may hold at once (EAGAIN past it):
 #: each holds a pidfd in the daemon.
 MAX_HANDLES_PER_USER = 4096
+#: Descriptors kept from unprivileged users' open files, whoever they are:
+#: past RLIMIT_NOFILE less this (a quarter of it, if less), every unprivileged
+#: open is EAGAIN, so that many users together, each within their cap, never
+#: leave root's requests and the daemon's own /proc reads without one.
+DESCRIPTOR_RESERVE = 1024
+
+
+def unprivileged_handles_cap() -> int:
+    """How many files all unprivileged users may hold open together (the
+    limit read anew: an administrator may change it with prlimit(1))."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 30
+    return soft - min(DESCRIPTOR_RESERVE, soft // 4)
+
 #: A rendered page is shared by every handle of a file, and rendered again
 #: at most this often unless a request changed something meanwhile.
 PAGE_LIFETIME_NS = 10_000_000
@@ -141,7 +157,7 @@ class ProcFs(pyfuse3.Operations):
         signal: Callable[[Signal], None] = lambda owed: None,
         deliver: Callable[[int, int], bool] = lambda pid, tid: False,
         on_time_moved: Callable[[int], None] = lambda pid: None,
-        catch_up_events: Callable[[int | None], None] = lambda pid: None,
+        catch_up_events: Callable[[int | None], object] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
         status: Callable[[], list[str]] = lambda: [],
         quiet: Callable[[int], bool] = lambda pid: False,
@@ -304,6 +320,9 @@ class ProcFs(pyfuse3.Operations):
             # Every open file counts: a node's holds a personality's state too
             # (a perfctr unlinked but still open keeps its counters).
             log.info("uid %d holds %d files of the mount: open refused", ctx.uid, MAX_HANDLES_PER_USER)
+            raise pyfuse3.FUSEError(errno.EAGAIN)
+        if ctx.uid and (held := self._per_user.total()) >= unprivileged_handles_cap():
+            log.info("unprivileged users hold %d files of the mount: open by uid %d refused", held, ctx.uid)
             raise pyfuse3.FUSEError(errno.EAGAIN)
         if pinfo.owns(inode):
             self._pinfo.attrs(inode)  # ENOENT if the process is gone

@@ -522,3 +522,23 @@ def test_a_chain_of_zombies_deeper_than_the_stack_is_reaped(kernel, life, host):
         host.procs.pop(pid)  # init reaped them all
     life.settle()
     assert life.zombies() == 0
+
+
+def test_a_process_stuck_where_its_proc_files_wait_is_kept_and_the_sweep_goes_on(kernel, life, host):
+    """A read of a process stuck in execve() answers EAGAIN (host.procread):
+    the sweep keeps that process and checks the rest, where it once failed
+    whole (and was restarted, to fail again, while the process stayed stuck)."""
+    procs = [host.spawn(pid, 1) for pid in (100, 101, 102)]
+    for proc in procs:
+        kernel.enable(caller(proc), proc, cycles())
+    host.procs.pop(102)  # ended, and no event said so
+    reads = host.read_start
+
+    def stuck(pid: int) -> int | None:
+        if pid == 101:
+            raise BlockingIOError(11, "process 101 is stuck in the kernel")
+        return reads(pid)
+
+    host.read_start = stuck
+    assert life.sweep() == (3, 1)
+    assert kernel.is_tracked(101) and not kernel.is_tracked(102)

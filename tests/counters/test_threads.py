@@ -19,6 +19,7 @@ from hwperfd.counters.threads import (
     ThreadCreated,
     ThreadExited,
     ThreadTable,
+    coalesce,
 )
 from hwperfd.cpu.core import X86_EN, X86_INT, X86_OS, X86_USR
 from hwperfd.cpu.models import MODELS
@@ -311,3 +312,25 @@ def test_a_refused_attach_leaves_the_threads_earlier_context_in_place(host, tabl
     with pytest.raises(CountersLimit):
         table.attach("cpc", 10, 13, owner=1000)  # uid 1000 is at its limit: root's context stays
     assert table.get("cpc", 13) is root and table.owned_by(0) == 1 and table.owned_by(1000) == 3
+
+
+def test_a_thread_created_and_ended_in_one_batch_costs_no_look(host, table):
+    """A storm of short-lived threads in an inheriting process: their
+    creations drop out of the batch, so no look finds a later thread with
+    the tid; their ends stay, and still end what an earlier thread with
+    that tid left."""
+    table.register("cpc", inherit=lambda ctx: "copy")
+    host.spawn(10, 10)
+    table.attach("cpc", 10, 10, owner=1000)
+    host.spawn(10, 12)
+    table.attach("cpc", 10, 12, owner=1000)  # its exit was lost; tid 12 is another thread's now
+    looks = []
+    table._start_of = lambda pid, tid: looks.append(tid) or host.start_of(pid, tid)
+    host.spawn(10, 11)  # a thread reusing tid 11 lives on: its creation is applied
+    batch = [ThreadCreated(10, 11), ThreadExited(10, 11), ThreadCreated(10, 11), ThreadCreated(10, 12),
+             ThreadExited(10, 12), ProcessExeced(99)]  # fmt: skip
+    assert coalesce(batch) == [ThreadExited(10, 11), ThreadCreated(10, 11), ThreadExited(10, 12), ProcessExeced(99)]
+    table.apply(coalesce(batch))
+    assert looks == [11]  # the live thread's creation only
+    assert table.get("cpc", 11) is not None and table.get("cpc", 12) is None
+    assert table.get("cpc", 10) is not None

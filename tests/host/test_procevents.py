@@ -238,3 +238,33 @@ def test_unavailable_without_connector(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(pe, "_open_socket", refuse)
     assert available() is False
+
+
+@live
+def test_a_bounded_drain_takes_a_slice_and_says_more_is_queued() -> None:
+    """A storm's backlog is taken a slice at a time: ``drain_nowait(limit)``
+    reads at most ``limit`` datagrams (one event each) and sets ``backlog``;
+    the rest come, in order, with the next drains."""
+
+    async def main() -> None:
+        with trio.fail_after(10):
+            async with ProcessEvents() as events:
+                events.drain_nowait()
+                pids = []
+                for _ in range(10):
+                    pid = os.fork()
+                    if pid == 0:
+                        os._exit(0)
+                    pids.append(pid)
+                for pid in pids:
+                    os.waitpid(pid, 0)
+                first = events.drain_nowait(3)
+                assert len(first) == 3 and events.backlog
+                rest = events.drain_nowait()
+                assert not events.backlog
+                me = os.getpid()
+                mine = [e for e in first + rest if isinstance(e, pe.ForkEvent) and e.parent_tgid == me]
+                forks = [e.child_pid for e in mine if e.child_pid == e.child_tgid]
+                assert forks == pids  # none lost, in order
+
+    trio.run(main)

@@ -287,6 +287,45 @@ def test_open_files_of_a_personalitys_node_count_against_the_same_cap(nobody, ma
     assert proc.stdout.readline() == "reopened\n"
 
 
+def test_many_users_together_leave_root_descriptors(nobody_python, shared_tmp):
+    """Each user within its own cap, all together still stop short of the
+    daemon's RLIMIT_NOFILE: a daemon allowed 1200 descriptors (prlimit) lets
+    unprivileged users hold 900 files between them (EAGAIN past it, for any
+    of them), and root's opens go on.  (Eight fuzzing users, each holding a
+    few thousand, once left root's control open EAGAIN.)"""
+    import tempfile
+    from pathlib import Path
+
+    from tests.conftest import running_hwperfd
+
+    folder = Path(tempfile.mkdtemp(prefix="nofile-", dir=shared_tmp))
+    os.chmod(folder, 0o755)
+    started = running_hwperfd(folder / "mnt", folder / "log", "--clock", "manual", "--state-dir", "")
+    mount = started.__enter__()
+    subprocess.run(["prlimit", f"--pid={mount.process.pid}", "--nofile=1200:1200"], check=True)
+    interpreter, env = nobody_python
+    hoarders = []
+    try:
+        for uid in (65534, 65533):
+            who = [*NOBODY[:1], f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+            hoarders.append(subprocess.Popen([*who, interpreter, "-c", HOARD, "600"], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, text=True,
+                                             env={**env, "HWPERFD_MOUNT": str(mount.path)}))  # fmt: skip
+            held, refused = hoarders[-1].stdout.readline().split()
+            assert (int(held), refused) == ((600, "None") if uid == 65534 else (300, "EAGAIN"))
+        with ProcessCounters(mount=mount.path) as mine:
+            assert f"pid {os.getpid()} " in mine.summary()
+        assert "clock manual" in (mount.path / "control").read_text()
+        hoarders[0].stdin.write("\n")
+        hoarders[0].stdin.flush()
+        assert hoarders[0].stdout.readline() == "reopened\n"
+    finally:
+        for proc in hoarders:
+            proc.kill()
+            proc.wait()
+        started.__exit__(None, None, None)
+
+
 def test_root_may_still_open_any_process(manual_mount):
     with ProcessCounters(1, mount=manual_mount.path) as pc:
         assert "pid 1 " in pc.summary()
