@@ -553,6 +553,12 @@ class Daemon:
             self.durable.sync(dirty, overflowed)
             dirty |= self.threads.take_touched()
             self.durable.sync_sources(None if all_pids else dirty)
+        except BlockingIOError as exc:
+            # A process stuck where its /proc files wait (hwperfd.host.procread):
+            # what was to be written waits for the next write, not lost.
+            self._dirty |= dirty
+            self._overflowed |= overflowed
+            log.info("set-up store: %s; written later", exc)
         except (sqlite3.Error, OSError) as exc:
             # The call still answers: its set-up holds until the daemon stops.
             log.warning("set-up store: %s (a restart would lose the latest changes)", exc)
