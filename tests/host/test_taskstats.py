@@ -596,7 +596,8 @@ def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path)
     binary = tmp_path / "spin"
     subprocess.run([CC, "-O2", "-pthread", "-o", str(binary), str(src)], check=True)
     for argv, threaded in (([str(binary)], False), ([str(binary), "thread"], True)):
-        for _ in range(3):
+        exact = 0
+        for _ in range(5):
             child = subprocess.Popen(argv)
             os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
             # A zombie runs the last instructions of its exit after it became
@@ -610,6 +611,12 @@ def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path)
             assert task is not None and group is not None
             assert bool(group.total_ns) is threaded
             user, system = ts.adjusted_split(task.user_ns, task.system_ns, total)
-            assert abs(user - round(usage.ru_utime * 1e9)) <= 20_000
-            assert abs(system - round(usage.ru_stime * 1e9)) <= 20_000
+            waited = round(usage.ru_utime * 1e9), round(usage.ru_stime * 1e9)
+            assert abs(user + system - sum(waited)) <= 20_000
+            # A zombie preempted before its last instructions keeps a still
+            # clock until it runs them, and a tick may land there: a system
+            # tick after the record, never one taken back.
+            assert system <= waited[1] + 20_000
+            exact += abs(system - waited[1]) <= 20_000
+        assert exact >= 3
     assert ts.task_record(child.pid) is None  # reaped: gone
