@@ -74,7 +74,6 @@ YIELDS_TO_REQUESTS = 8
 # A burst is worked off before a request is answered, as far as this many
 # slices; a backlog longer than that is a storm, and requests go ahead of it.
 STORM_SLICES = 8
-COUNTING_SLICES = 4096  # a counting process's own request: its counts before its speed
 PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (real clock)
 MAX_PID_INODE = 1 << 31  # process files' inodes lie between PID_INODE_BASE and the nodes'
 
@@ -405,12 +404,15 @@ class Daemon:
         answered ahead of the backlog, with what the daemon knows, and only
         ``pid``'s reaped children are looked at.  No user's storm makes
         another's request wait for it."""
-        # A counting process's own file waits for the backlog (up to
-        # COUNTING_SLICES): its own fork storm must not leave its children's
-        # counts out (64 slices lost 40% of a counted storm's on a fresh CI).
+        # A counting process's own file waits for the whole backlog: its own
+        # fork storm must not leave its children's counts out (a cap of 64,
+        # then 4096 slices, lost 40%, then 20% of a counted storm's on CI).
         counting = pid is not None and self.kernel.is_tracked(pid)
-        if self._behind < STORM_SLICES or counting:
-            for _ in range(COUNTING_SLICES if counting else STORM_SLICES):
+        if counting:
+            while self._catch_up_events(pid):
+                pass
+        elif self._behind < STORM_SLICES:
+            for _ in range(STORM_SLICES):
                 if not self._catch_up_events(pid):
                     break
         elif pid is not None and self.lifecycle.settle(pid):
