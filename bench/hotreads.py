@@ -1,30 +1,36 @@
 #!/usr/bin/env python3
 """Hot reads: each personality's read of a program's own counters, as the
-program makes it, beside the FUSE no-op floor and a bare rdtsc loop.
+program makes it, beside the round trip it avoids, the FUSE no-op floor and
+a bare rdtsc loop - the same rows for every personality.
 
     python3 bench/hotreads.py [--calls N] [--rounds R]
 
 Mounts, in a temporary directory, the C libfuse floor server
 (bench/floor_server.c: every ioctl answered with 256 zero bytes), hwperfd on
-the real clock with the Intel model (2 CPUs) and hwperfd with the R10000
-(IRIX runs on MIPS only), and times with bench/hotreads_client.c, free
-placement, the median of R rounds of N calls each:
+the default (real) clock with the Intel model (2 CPUs) and hwperfd with the
+R10000 (IRIX runs on MIPS only), and times, the median of R rounds of N calls:
 
-  bare rdtsc           the host's rdtsc instruction (what the real systems' reads cost)
-  pctr rdtsc()         libpctr, from the state page of every CPU's TSC and counters
-  pctr rdpmc(0)        the same, counter 0 programmed (cycles)
-  cpc_set_sample       libcpc, a set the thread bound on itself, from its page
-  vperfctr_read_ctrs   libperfctr, the thread's vperfctr, from its page
-  IRIX self read       PIOCGETEVCTRS on one's own /proc file, from the page
-                       (lib/state.c, as libperfex and hwperfd-run read it)
-  ... through the ioctl  the same reads as a FUSE round trip (PCIOCRD,
-                       HWPERFD_CPCIO_SAMPLE, PIOCGETEVCTRS), for scale
-  FUSE no-op floor     bench/ioctl_client.c against the floor server
+  bare rdtsc        the host's rdtsc instruction (what the real systems' reads cost)
+  per personality   its hot read (free placement), target 2 us:
+                      pctr rdtsc() and rdpmc(0) (libpctr), libcpc
+                      cpc_set_sample on a set the thread bound on itself,
+                      perfctr vperfctr_read_ctrs, IRIX PIOCGETEVCTRS on one's
+                      own /proc file from the state page (lib/state.c, as
+                      libperfex and hwperfd-run read it)
+                    and its round trip through the daemon, target 1.5x the
+                    floor in each placement: PCIOCRD, HWPERFD_CPCIO_SAMPLE,
+                    VPERFCTR_READ_STATE, PIOCGETEVCTRS
+  FUSE no-op floor  bench/ioctl_client.c against the floor server
 
-and the same reads by 8 threads of one process at once, each on its own
-counters: per-call median against one thread's (target 1.5x).  The hot
-reads' target is 2 us (issue: "at the speed of the hardware they emulate").
-HWPERFD_BENCH_QUICK=1: one round of a few hundred calls.
+Round trips and the floor are timed in two placements, interleaved in each
+round: "same" (the servers and the client on CPU 0: the servers' own cost)
+and "free" (the scheduler's choice).  Clients: bench/hotreads_client.c
+(pctr, libcpc, perfctr) and bench/ioctl_client.c (IRIX, the floor).  Also
+the same hot reads by 8 threads of one process at once, each on its own
+counters: per-call median against one thread's (target 1.5x).  Each figure
+is printed as a ``figure:`` line for bench/run.py's report; exit status 1
+when one misses its goal.  HWPERFD_BENCH_QUICK=1: one round of a few
+hundred calls.
 """
 
 from __future__ import annotations
@@ -45,21 +51,30 @@ sys.path.insert(0, str(BENCH))
 import run as runner  # noqa: E402  (bench/run.py: the floor server and its start and stop)
 
 TARGET_NS = 2000  # a hot read
+TRIP_TARGET = 1.5  # a round trip against the floor in the same placement
 THREADS = 8
 THREAD_TARGET = 1.5  # 8 threads' per-call median against one thread's
+PLACEMENTS = ("same", "free")
 
-# (label, client kind, mount, the round trip it avoids)
-HOT = (
-    ("bare rdtsc instruction", "rdtsc", "intel"),
-    ("pctr rdtsc()", "pctr-rdtsc", "intel"),
-    ("pctr rdpmc(0)", "pctr-rdpmc", "intel"),
-    ("libcpc cpc_set_sample (own LWP)", "cpc-sample", "intel"),
-    ("perfctr vperfctr_read_ctrs", "vperfctr", "intel"),
-)
-TRIPS = (
-    ("pctr PCIOCRD (round trip)", "pctr-ioctl", "intel"),
-    ("libcpc HWPERFD_CPCIO_SAMPLE (round trip)", "cpc-ioctl", "intel"),
-)
+
+class Personality:
+    """One personality's hot reads and the round trip they avoid (client kinds of hotreads_client.c;
+    "irix-*": ioctl_client.c), on the hwperfd of ``model``."""
+
+    def __init__(self, name: str, model: str, hot: tuple[tuple[str, str], ...], trip: tuple[str, str]) -> None:
+        self.name, self.model, self.hot, self.trip = name, model, hot, trip
+
+
+PERSONALITIES = (
+    Personality("OpenBSD pctr", "intel", (("rdtsc()", "pctr-rdtsc"), ("rdpmc(0)", "pctr-rdpmc")),
+                ("PCIOCRD", "pctr-ioctl")),
+    Personality("Solaris libcpc", "intel", (("cpc_set_sample, own LWP", "cpc-sample"),),
+                ("HWPERFD_CPCIO_SAMPLE", "cpc-ioctl")),
+    Personality("Linux perfctr", "intel", (("vperfctr_read_ctrs", "vperfctr"),),
+                ("VPERFCTR_READ_STATE", "vperfctr-ioctl")),
+    Personality("IRIX", "r10000", (("PIOCGETEVCTRS from the state page", "irix-self"),),
+                ("PIOCGETEVCTRS", "irix-ioctl")),
+)  # fmt: skip
 SCALED = ("pctr-rdtsc", "pctr-rdpmc", "cpc-sample", "vperfctr")
 
 
@@ -96,7 +111,12 @@ def result(done: subprocess.CompletedProcess, what: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in match.group(1).split())
 
 
-def hot(client: Path, mount: Path, kind: str, calls: int, threads: int = 1) -> float:
+def pin(cpu: int | None):
+    """A preexec_fn pinning the client to ``cpu`` (None: free)."""
+    return (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+
+
+def hot(client: Path, mount: Path, kind: str, calls: int, threads: int = 1, cpu: int | None = None) -> float:
     """Median ns per call."""
     done = subprocess.run(
         [str(client), "-k", kind, "-n", str(calls), "-w", str(calls // 10), "-t", str(threads)],
@@ -104,17 +124,19 @@ def hot(client: Path, mount: Path, kind: str, calls: int, threads: int = 1) -> f
         text=True,
         timeout=600,
         env={**os.environ, "HWPERFD_MOUNT": str(mount)},
+        preexec_fn=pin(cpu),
     )
     return float(result(done, f"{kind} x{threads}")["median_ns"])
 
 
-def trip(ioctl_client: Path, path: Path, calls: int, state: bool = False, enable: bool = False) -> float:
+def trip(ioctl_client: Path, path: Path, calls: int, state: bool = False, enable: bool = False,
+         cpu: int | None = None) -> float:
     """Median ns per PIOCGETEVCTRS (bench/ioctl_client.c), or per page read with ``state``."""
     argv = [str(ioctl_client), "-n", str(calls), "-w", str(calls // 10)]
     argv += ["-e"] if enable or state else []
     argv += ["-s"] if state else []
     for _ in range(5):
-        done = subprocess.run([*argv, str(path)], capture_output=True, text=True, timeout=600)
+        done = subprocess.run([*argv, str(path)], capture_output=True, text=True, timeout=600, preexec_fn=pin(cpu))
         # A page read may rightly go to the daemon (events lost under a fork storm
         # elsewhere on the machine): the client then stops; the run is made again.
         if done.returncode == 0 or not state:
@@ -123,7 +145,7 @@ def trip(ioctl_client: Path, path: Path, calls: int, state: bool = False, enable
 
 
 def fmt(ns: float) -> str:
-    return f"{ns / 1000:9.2f} us" if ns >= 10_000 else f"{ns:9.0f} ns"
+    return f"{ns / 1000:.2f} us" if ns >= 10_000 else f"{ns:.0f} ns"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1 if quick else 3)
     args = parser.parse_args(argv)
     trip_calls = max(50, args.calls // 10)  # round trips: fewer, they take a hundred times longer
-    rows: dict[str, list[float]] = {}
+    times: dict[tuple[str, str], list[float]] = {}  # (kind, placement) -> ns per round
     scaled: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in SCALED}
     with tempfile.TemporaryDirectory(prefix="hwperfd-hotreads-") as name, contextlib.ExitStack() as stack:
         tmp = Path(name)
@@ -150,53 +172,95 @@ def main(argv: list[str] | None = None) -> int:
             enable=False,
         )
         stack.callback(runner.stop_server, floor)
-        mounts = {}
-        for tag, model in (("intel", "intel"), ("irix", "r10000")):
-            mount = tmp / f"hwperfd-{tag}"
+        servers, mounts = [floor], {}
+        for model in ("intel", "r10000"):
+            mount = tmp / f"hwperfd-{model}"
             argv_ = [sys.executable, "-m", "hwperfd", "--clock", "real", "--cpus", "2", "--cpu-type", model, str(mount)]
             server = runner.start_server(
-                f"hwperfd {model}", argv_, mount, tmp / f"hwperfd-{tag}.log", mount / "control", mount, enable=True
+                f"hwperfd {model}", argv_, mount, tmp / f"hwperfd-{model}.log", mount / "control", mount, enable=True
             )
             stack.callback(runner.stop_server, server)
-            mounts[tag] = mount
+            servers.append(server)
+            mounts[model] = mount
+
+        def measure(kind: str, mount: Path, calls: int, cpu: int | None) -> float:
+            if kind == "floor":
+                return trip(ioctl_client, floor_mount / "file", calls, cpu=cpu)
+            if kind.startswith("irix-"):
+                return trip(ioctl_client, mount, calls, state=kind == "irix-self", enable=True, cpu=cpu)
+            return hot(client, mount, kind, calls, cpu=cpu)
+
         for _ in range(args.rounds):
-            for label, kind, tag in HOT:
-                rows.setdefault(label, []).append(hot(client, mounts[tag], kind, args.calls))
-            rows.setdefault("IRIX self read (PIOCGETEVCTRS from the page)", []).append(
-                trip(ioctl_client, mounts["irix"], args.calls, state=True)
-            )
-            for label, kind, tag in TRIPS:
-                rows.setdefault(label, []).append(hot(client, mounts[tag], kind, trip_calls))
-            rows.setdefault("IRIX PIOCGETEVCTRS (round trip, answered in C)", []).append(
-                trip(ioctl_client, mounts["irix"], trip_calls, enable=True)
-            )
-            rows.setdefault("FUSE no-op floor (C libfuse ioctl)", []).append(
-                trip(ioctl_client, floor_mount / "file", trip_calls)
-            )
-            for kind in SCALED:
-                one, many = scaled[kind]
-                one.append(hot(client, mounts["intel"], kind, args.calls, 1))
-                many.append(hot(client, mounts["intel"], kind, args.calls, THREADS))
-    floor = statistics.median(rows["FUSE no-op floor (C libfuse ioctl)"])
-    rdtsc = statistics.median(rows["bare rdtsc instruction"])
+            for placement in PLACEMENTS:
+                cpu = runner.place(servers, placement)
+                cpu = None if placement == "free" else cpu
+                times.setdefault(("floor", placement), []).append(measure("floor", floor_mount, trip_calls, cpu))
+                for p in PERSONALITIES:
+                    kind = p.trip[1]
+                    times.setdefault((kind, placement), []).append(measure(kind, mounts[p.model], trip_calls, cpu))
+                if placement != "free":
+                    continue
+                times.setdefault(("rdtsc", "free"), []).append(hot(client, mounts["intel"], "rdtsc", args.calls))
+                for p in PERSONALITIES:
+                    for _label, kind in p.hot:
+                        times.setdefault((kind, "free"), []).append(measure(kind, mounts[p.model], args.calls, None))
+                for kind in SCALED:
+                    one, many = scaled[kind]
+                    one.append(hot(client, mounts["intel"], kind, args.calls, 1))
+                    many.append(hot(client, mounts["intel"], kind, args.calls, THREADS))
+
+    def med(kind: str, placement: str = "free") -> float:
+        return statistics.median(times[(kind, placement)])
+
+    floor_ns = {pl: med("floor", pl) for pl in PLACEMENTS}
+    rdtsc = med("rdtsc")
+    load = os.getloadavg()
     print(
-        f"Hot reads, real clock, Intel model x2 (IRIX: R10000 x2), free placement, median of {args.rounds} "
-        f"round(s) of {args.calls} calls (round trips {trip_calls})"
+        f"Hot reads and round trips, real clock, Intel model x2 (IRIX: R10000 x2), median of {args.rounds} "
+        f"round(s) of {args.calls} calls (round trips {trip_calls}), load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
         + (" [quick: figures mean little]" if quick else "")
     )
-    print(f"{'read':48s} {'median':>12s} {'x rdtsc':>9s} {'/ floor':>8s}  target")
-    for label, values in rows.items():
-        ns = statistics.median(values)
-        hot_read = label in {row[0] for row in HOT[1:]} or label.startswith("IRIX self")
-        target = ("PASS" if ns <= TARGET_NS else "MISS") + " <= 2 us" if hot_read else ""
-        print(f"{label:48s} {fmt(ns):>12s} {ns / rdtsc:9.1f} {ns / floor:8.3f}  {target}")
+    print(f"bare rdtsc instruction {fmt(rdtsc)}; FUSE no-op floor (C libfuse ioctl): "
+          + ", ".join(f"{pl} {fmt(floor_ns[pl])}" for pl in PLACEMENTS))
+    head = f"{'personality':16s} {'read, placement':44s} {'median':>10s} {'x rdtsc':>8s} {'/ floor':>8s}  goal"
+    print(head)
+    figures = [f"figure: bare rdtsc instruction | {fmt(rdtsc)}"]
+    figures += [f"figure: FUSE no-op floor (C libfuse ioctl), {pl} placement | {fmt(floor_ns[pl])}"
+                for pl in PLACEMENTS]
+    verdicts: list[bool] = []
+
+    def row(who: str, what: str, ns: float, placement: str, ok: bool, goal: str) -> None:
+        """One read: a line of the table and its figure, the same for every personality."""
+        verdicts.append(ok)
+        verdict = "PASS" if ok else "MISS"
+        ratio = ns / floor_ns[placement]
+        print(f"{who:16s} {what + ', ' + placement:44s} {fmt(ns):>10s} {ns / rdtsc:8.1f} {ratio:8.3f}  "
+              f"{verdict} {goal}")
+        figures.append(f"figure: {who} {what}, {placement} placement | {fmt(ns)} = {ns / rdtsc:.1f}x rdtsc, "
+                       f"{ratio:.2f}x floor | {fmt(floor_ns[placement])} (floor, {placement}) | {goal} | {verdict}")
+
+    for p in PERSONALITIES:
+        for label, kind in p.hot:
+            ns = med(kind)
+            row(p.name, f"{label} (hot read)", ns, "free", ns <= TARGET_NS, "<= 2 us")
+        label, kind = p.trip
+        for pl in PLACEMENTS:
+            ns = med(kind, pl)
+            row(p.name, f"{label} (round trip)", ns, pl, ns <= TRIP_TARGET * floor_ns[pl], f"<= {TRIP_TARGET}x floor")
+    met = all(verdicts)
     print(f"\n{THREADS} threads of one process, each reading its own counters at once (per-call median):")
-    print(f"{'read':24s} {'1 thread':>12s} {f'{THREADS} threads':>12s} {'ratio':>7s}  target")
+    print(f"{'read':24s} {'1 thread':>12s} {f'{THREADS} threads':>12s} {'ratio':>7s}  goal")
     for kind, (one, many) in scaled.items():
         a, b = statistics.median(one), statistics.median(many)
-        verdict = "PASS" if b <= THREAD_TARGET * a else "MISS"
+        ok = b <= THREAD_TARGET * a
+        met = met and ok
+        verdict = "PASS" if ok else "MISS"
         print(f"{kind:24s} {fmt(a):>12s} {fmt(b):>12s} {b / a:7.2f}  {verdict} <= {THREAD_TARGET}x")
-    return 0
+        figures.append(f"figure: {kind}, {THREADS} threads at once | {fmt(b)} = {b / a:.2f}x | {fmt(a)} (1 thread) | "
+                       f"<= {THREAD_TARGET}x | {verdict}")
+    print()
+    print("\n".join(figures))
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

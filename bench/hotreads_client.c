@@ -12,6 +12,7 @@
  *   cpc-sample      cpc_set_sample on a set the thread bound on itself (libcpc)
  *   cpc-ioctl       HWPERFD_CPCIO_SAMPLE on <mount>/cpc: the round trip cpc_set_sample avoids
  *   vperfctr        vperfctr_read_ctrs on the thread's own vperfctr (libperfctr)
+ *   vperfctr-ioctl  VPERFCTR_READ_STATE on the same vperfctr: the round trip vperfctr_read_ctrs avoids
  *
  * With -t, THREADS threads of the process each set up their own counters
  * (cpc, vperfctr: their own binding) and time their own reads at once; the
@@ -91,6 +92,7 @@ static void *work(void *arg)
     struct vperfctr *vp = NULL;
     struct perfctr_sum_ctrs sum;
     struct hwperfd_cpc_io io;
+    struct hwperfd_vperfctr_state state;
     struct pctrst st;
     int fd = -1;
     long i;
@@ -104,7 +106,7 @@ static void *work(void *arg)
             exit(1);
         }
         fd = node("cpc", O_RDONLY);
-    } else if (strcmp(kind, "vperfctr") == 0) {
+    } else if (strcmp(kind, "vperfctr") == 0 || strcmp(kind, "vperfctr-ioctl") == 0) {
         struct vperfctr_control control;
         struct perfctr_info info;
         if ((vp = vperfctr_open()) == NULL || vperfctr_info(vp, &info) < 0) {
@@ -118,6 +120,10 @@ static void *work(void *arg)
         control.cpu_control.evntsel[0] = 0x3c | (1 << 16) | (1 << 17) | (1 << 22); /* cycles, user+kernel */
         if (vperfctr_control(vp, &control) < 0) {
             perror("vperfctr_control");
+            exit(1);
+        }
+        if (strcmp(kind, "vperfctr-ioctl") == 0 && (fd = _vperfctr_open(0)) < 0) { /* the same vperfctr */
+            perror("_vperfctr_open");
             exit(1);
         }
     } else if (strncmp(kind, "pctr", 4) == 0) {
@@ -148,6 +154,8 @@ static void *work(void *arg)
         } else if (strcmp(kind, "vperfctr") == 0) {
             bad = vperfctr_read_ctrs(vp, &sum) < 0;
             sink += sum.tsc;
+        } else if (strcmp(kind, "vperfctr-ioctl") == 0) {
+            bad = ioctl(fd, VPERFCTR_READ_STATE, &state) < 0;
         }
         t = now_ns() - t;
         if (i >= 0)

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import mmap
 import os
-import resource
 import struct
 import time
-from collections.abc import Mapping, Sequence
 
 
 import structs
@@ -38,11 +35,12 @@ else:
     from hwperfd.records import NamedTuple
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
-DEFAULT_MOUNT = "/run/hwperfd"
+    SlotSpecs = Mapping[int, int] | Sequence[int]  # for type checkers only: collections.abc stays off perfex's start-up
 
-SlotSpecs = Mapping[int, int] | Sequence[int]
+DEFAULT_MOUNT = "/run/hwperfd"
 
 
 def mount_dir() -> str:
@@ -123,7 +121,7 @@ def _slots(values: SlotSpecs | None, fill: int = 0) -> list[int]:
     out = [fill] * HWPERF_EVENTMAX
     if values is None:
         return out
-    items = values.items() if isinstance(values, Mapping) else enumerate(values)
+    items = values.items() if hasattr(values, "items") else enumerate(values)  # a mapping, or a sequence
     for slot, value in items:
         if not 0 <= slot < HWPERF_EVENTMAX:
             raise ValueError(f"slot {slot} is outside 0..31")
@@ -268,6 +266,8 @@ _CPU_CLOCKS = {
 
 
 def _children_times() -> tuple[float, float]:
+    import resource  # the state page's: perfex (fast=False) never loads it
+
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime, usage.ru_stime
 
@@ -282,6 +282,8 @@ class StatePage:
     """
 
     def __init__(self, path: str) -> None:
+        import mmap  # here: perfex reads no state page
+
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
             self._map = mmap.mmap(fd, structs.HWPERFD_STATE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ)

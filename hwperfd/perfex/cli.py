@@ -15,16 +15,17 @@ import sys
 import structs
 from hwperfd.client import NotMounted, mount_point
 from hwperfd.cpu.events import CPU_TYPE_DATA
-from hwperfd.perfex import costs as cost_tables
 from hwperfd.perfex import machine as machines
 from hwperfd.perfex import plan as plans
 from hwperfd.perfex import report as reports
-from hwperfd.perfex import runner, stats
+from hwperfd.perfex import runner
 from hwperfd.perfex.runner import EXIT_PERFEX, PerfexError
 
 TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
 if TYPE_CHECKING:
     from typing import TextIO
+
+    from hwperfd.perfex.costs import CostTable
 
 USAGE = """\
 usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-y] [-t]
@@ -226,9 +227,19 @@ def main(argv: list[str] | None = None) -> int:
     except PerfexError as exc:
         _error(str(exc))
         return exc.status
-    except (NotMounted, machines.MachineUnknown, cost_tables.CostFileError, plans.EventError) as exc:
+    except (NotMounted, machines.MachineUnknown, plans.EventError) as exc:
         _error(str(exc))
         return EXIT_PERFEX
+
+
+def _costs(cpu_type: str, cost_file: str | None) -> CostTable:
+    """The -y/-t cost table: the cost modules load only for these options."""
+    from hwperfd.perfex import costs as cost_tables
+
+    try:
+        return cost_tables.load(cpu_type, cost_file)
+    except cost_tables.CostFileError as exc:
+        raise PerfexError(str(exc)) from None
 
 
 def _error(text: str) -> None:
@@ -248,7 +259,7 @@ def _machine_for_description(opts: Options) -> tuple[machines.Machine, str]:
 def _describe(opts: Options) -> int:
     machine, note = _machine_for_description(opts)
     if opts.print_table:
-        table = cost_tables.load(machine.cpu_type, opts.cost_file)
+        table = _costs(machine.cpu_type, opts.cost_file)
         sys.stdout.write(table.format())
         return 0
     sys.stdout.write(reports.event_list_json(machine) if opts.json_output else reports.event_list(machine, note))
@@ -266,7 +277,7 @@ def _measure(opts: Options) -> int:
     else:
         specifiers = opts.events or plans.environment_events(os.environ)
         plan = plans.plan_from(specifiers, machine.cpu_type, mode)
-    table = cost_tables.load(machine.cpu_type, opts.cost_file) if opts.costs else None
+    table = _costs(machine.cpu_type, opts.cost_file) if opts.costs else None
 
     warnings: list[str] = []
     measurements: list[runner.Measurement] = []
@@ -302,6 +313,8 @@ def _measure(opts: Options) -> int:
         opts.command, machine, plan, events, exit_code, table, warnings=list(dict.fromkeys(warnings))
     )
     if table is not None:
+        from hwperfd.perfex import stats
+
         report.statistics = stats.derive(report.counted(), table, machine.mhz, opts.reuse)
     if opts.per_process:
         m = measurements[-1]

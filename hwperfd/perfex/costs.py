@@ -34,6 +34,7 @@ from types import MappingProxyType
 
 
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
+from hwperfd.perfex.plan import COLUMNS, cpu_label, normal_name  # noqa: F401  (perfex's names, kept here too)
 
 TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
 if TYPE_CHECKING:
@@ -56,8 +57,6 @@ _UNITS = {"clks": CLKS, "clk": CLKS, "clocks": CLKS, "cycles": CLKS, "nsec": NSE
 QUADWORD_BYTES = 16
 LINE_BYTES: Mapping[str, tuple[int, int]] = MappingProxyType({"r10000": (32, 128), "r12000": (32, 128)})
 
-# Columns in the order perfex prints them.
-COLUMNS = ("typical", "minimum", "maximum")
 
 
 class Cost(NamedTuple):
@@ -229,10 +228,6 @@ class CostTable:
         return "\n".join(lines) + "\n"
 
 
-def cpu_label(cpu_type: str) -> str:
-    return f"MIPS {cpu_type.upper()} CPU"
-
-
 def _number(value: float) -> str:
     return f"{value:.2f}" if round(value, 2) == value else repr(float(value))
 
@@ -243,15 +238,6 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def normal_name(name: str) -> str:
-    """An event's name as perfex compares names: case folded, each run of
-    characters other than 0-9, a-z and / one space, none at the ends."""
-    return " ".join("".join(c if c in _NAME_CHARS else " " for c in name.casefold()).split())
-
-
-_NAME_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz/")
 
 
 def parse(text: str, cpu_type: str, filename: str = "<costs>") -> dict[int, EventCost]:

@@ -14,7 +14,7 @@ import os
 
 from hwperfd.client import ProcessCounters, mount_dir, require_mount, user
 from hwperfd.cpu.events import CPU_TYPE_DATA
-from hwperfd.perfex.costs import cpu_label
+from hwperfd.perfex.plan import cpu_label
 
 TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
 if TYPE_CHECKING:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import structs
 from hwperfd.cpu.events import CPU_EVENTS, CpuEvents
-from hwperfd.perfex.costs import normal_name
 
 TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
 if TYPE_CHECKING:
@@ -41,6 +40,23 @@ R10000_TWINS = {0: 16, 16: 0, 15: 17, 17: 15}
 ENV_EVENTS = ("T5_EVENT0", "T5_EVENT1")
 # perfex(1) as typeset drops the underscore; accept that spelling too.
 ENV_ALIASES = {"T5_EVENT0": "T5EVENT0", "T5_EVENT1": "T5EVENT1"}
+
+
+# The -y cost columns, in the order perfex prints them.
+COLUMNS = ("typical", "minimum", "maximum")
+
+
+def cpu_label(cpu_type: str) -> str:
+    return f"MIPS {cpu_type.upper()} CPU"
+
+
+def normal_name(name: str) -> str:
+    """An event's name as perfex compares names: case folded, each run of
+    characters other than 0-9, a-z and / one space, none at the ends."""
+    return " ".join("".join(c if c in _NAME_CHARS else " " for c in name.casefold()).split())
+
+
+_NAME_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz/")
 
 
 class EventError(ValueError):

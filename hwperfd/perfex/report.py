@@ -12,14 +12,16 @@ from __future__ import annotations
 # json, csv, shlex and statistics are imported where used: most runs need
 # only the text, and each import is start-up time perfex pays on every run.
 
-from hwperfd.perfex.costs import COLUMNS, CostTable, cpu_label
 from hwperfd.perfex.machine import Machine
-from hwperfd.perfex.plan import CountedEvent, EventPlan
-from hwperfd.perfex.stats import Statistic
+from hwperfd.perfex.plan import COLUMNS, CountedEvent, EventPlan, cpu_label
 
 TYPE_CHECKING = False  # typing stays off perfex's start-up (hwperfd/records.py)
 if TYPE_CHECKING:
     from typing import Sequence
+
+    # Only -y needs the cost table and the statistics: perfex loads them then.
+    from hwperfd.perfex.costs import CostTable
+    from hwperfd.perfex.stats import Statistic
 
 NAME_WIDTH = 60
 COUNT_WIDTH = 15

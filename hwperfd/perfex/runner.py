@@ -232,29 +232,34 @@ def _spawn_inheriting(argv, plan, mount, old_mask, counted: bool) -> tuple[int, 
     already open, its file), or None where perfex must fall back to forking
     and enabling the child."""
     generation = 0
+    own = None
     if counted:
         try:
             # fast=False: perfex does not read its own counters, so it needs
             # no state page (one ioctl less, and no page for the daemon to make).
-            with ProcessCounters(mount=mount, fast=False) as own:
-                try:
-                    generation = own.enable(plan.specs())
-                except OSError as exc:
-                    if exc.errno == errno.EBUSY and _system_mode(own):
-                        raise PerfexError(f"cannot count pid {os.getpid()}: {_why(exc)}") from None
-                    return None  # perfex itself counts already (nested perfex): fork instead
+            own = ProcessCounters(mount=mount, fast=False)
         except OSError:
             return None
-    # No file of the mount may be open across the spawn: the child's exec
-    # would close it, and wait in FUSE's flush while holding the exec lock
-    # that reading its /proc/<pid>/stat - which hwperfd does - needs.
+        try:
+            generation = own.enable(plan.specs())
+        except OSError as exc:
+            try:
+                if exc.errno == errno.EBUSY and _system_mode(own):
+                    raise PerfexError(f"cannot count pid {os.getpid()}: {_why(exc)}") from None
+            finally:
+                own.close()
+            return None  # perfex itself counts already (nested perfex): fork instead
     try:
-        pid = _spawn(argv, old_mask)
+        pid = _spawn(argv, old_mask, own.fd if own is not None else -1)
     finally:
-        if counted:
+        if own is not None:
             # Served after hwperfd has applied the fork: the child keeps its copy.
-            with ProcessCounters(mount=mount, fast=False) as own:
+            # perfex's file stays open across the spawn (one look-up, open and
+            # release fewer than opening it again), closed in the child first.
+            try:
                 own.release()
+            finally:
+                own.close()
     if not counted:
         return pid, generation, None
     inherited, child = _inherited(pid, mount, generation)
@@ -285,11 +290,22 @@ def _inherited(pid: int, mount: str | os.PathLike[str] | None, generation: int) 
         return False, child
 
 
-def _spawn(argv: list[str], old_mask) -> int:
-    """posix_spawnp with the signals as the command should have them."""
+def _spawn(argv: list[str], old_mask, close: int = -1) -> int:
+    """posix_spawnp with the signals as the command should have them.
+
+    ``close``, a file of the mount, is closed in the child before its exec:
+    closed by the exec instead (close-on-exec), its FUSE flush would wait
+    while the child holds the exec lock that reading its /proc/<pid>/stat -
+    which hwperfd does - needs."""
+    actions = [(os.POSIX_SPAWN_CLOSE, close)] if close >= 0 else None
     try:
         return os.posix_spawnp(
-            argv[0], argv, os.environ, setsigmask=old_mask, setsigdef=(signal.SIGINT, signal.SIGQUIT)
+            argv[0],
+            argv,
+            os.environ,
+            file_actions=actions,
+            setsigmask=old_mask,
+            setsigdef=(signal.SIGINT, signal.SIGQUIT),
         )
     except OSError as exc:
         code = exc.errno or errno.ENOEXEC

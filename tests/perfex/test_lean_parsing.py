@@ -55,6 +55,27 @@ def test_a_record_is_a_named_tuple_as_typing_makes_it():
         raise AssertionError("a record's field was assigned")
 
 
+def test_a_record_binds_and_refuses_arguments_as_typing_s_does():
+    import pickle
+
+    assert Lean(count=2, name="k") == Typed(count=2, name="k") and Lean("k", count=2) == ("k", 2)
+    assert Lean._make(["m", 4]) == ("m", 4) and Lean("a", 1)._asdict() == Typed("a", 1)._asdict()
+    assert pickle.loads(pickle.dumps(Lean("p", 5))) == Lean("p", 5) and Lean.__match_args__ == ("name", "count")
+    for args, kwargs in [((), {}), (("a", 1, 2), {}), (("a",), {"name": "b"}), (("a",), {"other": 1})]:
+        for cls in (Lean, Typed):
+            try:
+                cls(*args, **kwargs)
+            except TypeError:
+                continue
+            raise AssertionError(f"{cls.__name__}{args}{kwargs} was accepted")
+    try:
+        Lean("a")._replace(nope=1)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("_replace took a field the record has not")
+
+
 def _regex_cpu_line(text: str) -> tuple[str, int, float] | None:
     match = CPU_LINE.search(text)
     if not match or match.group(1) not in ("r10000", "r12000", "intel", "amd", "ultrasparc"):

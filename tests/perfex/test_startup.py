@@ -2,7 +2,9 @@
 
 A counted run through the -I -S launcher loads neither ``dataclasses`` (which
 imports ``inspect``) nor ``pathlib``, nor ``typing``, ``re`` or ``signal``
-(with ``enum`` under them), nor what only some options need; the report's
+(with ``enum`` under them), nor ``collections`` (records are
+``hwperfd.records``'), nor the state page's ``mmap`` and ``resource``, nor
+what only some options need (-y's cost table and statistics); the report's
 command line is still quoted exactly as ``shlex.join`` quotes it.
 """
 
@@ -18,7 +20,8 @@ from hwperfd.perfex.report import command_line
 from tests.conftest import ROOT
 
 NOT_AT_START = ("dataclasses", "inspect", "pathlib", "shlex", "json", "csv", "statistics", "fractions", "construct",
-                "typing", "re", "enum", "signal")  # fmt: skip
+                "typing", "re", "enum", "signal", "collections", "mmap", "resource", "math", "types",
+                "hwperfd.perfex.costs", "hwperfd.perfex.stats")  # fmt: skip
 
 
 def test_a_counted_run_through_the_launcher_loads_none_of_the_costly_modules(shared_tmp, manual_mount):
