@@ -284,7 +284,12 @@ def _measure(opts: Options) -> int:
     exit_code = 0
     for _ in range(opts.repeat):
         m = runner.run(
-            opts.command, plan, machine.mount, signal_control=opts.signal_control, notice=_error
+            opts.command,
+            plan,
+            machine.mount,
+            signal_control=opts.signal_control,
+            notice=_error,
+            processes=opts.per_process,
         )
         measurements.append(m)
         exit_code = m.exit_code

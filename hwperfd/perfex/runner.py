@@ -167,8 +167,13 @@ def run(
     *,
     signal_control: bool = False,
     notice: Callable[[str], None] = lambda text: None,
+    processes: bool = True,
 ) -> Measurement:
-    """Run ``argv`` once under counting; raise PerfexError if perfex cannot."""
+    """Run ``argv`` once under counting; raise PerfexError if perfex cannot.
+
+    ``processes=False`` leaves the command's text view unread (one FUSE read,
+    and the daemon's making of it, fewer): the measurement's ``processes`` is
+    then the command alone with the totals, as perfex without -mp needs."""
     control = {signal.SIGUSR1, signal.SIGUSR2} if signal_control else set()
     forwarded = {signal.SIGTERM, signal.SIGHUP}
     waited = {signal.SIGCHLD} | control | forwarded
@@ -190,7 +195,7 @@ def run(
     if control and from_birth:
         notice("SIGUSR1: counting started")
     try:
-        return _run(argv, plan, mount, from_birth, forwarded, waited, child_mask, notice)
+        return _run(argv, plan, mount, from_birth, forwarded, waited, child_mask, notice, processes)
     finally:
         for sig, action in saved.items():
             signal.signal(sig, action)
@@ -202,12 +207,12 @@ def _take_pending(sig: int) -> bool:
     return sig in signal.sigpending() and signal.sigtimedwait({sig}, 0) is not None
 
 
-def _run(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice) -> Measurement:
+def _run(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice, processes) -> Measurement:
     sys.stdout.flush()
     sys.stderr.flush()
     spawned = _spawn_inheriting(argv, plan, mount, old_mask, counted=from_birth)
     if spawned is None:
-        return _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice)
+        return _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice, processes)
     pid, generation, counters = spawned
     status = None
     try:
@@ -219,7 +224,7 @@ def _run(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice) -> 
                 counting.inherited(generation)
         except OSError as exc:
             raise PerfexError(f"cannot count pid {pid}: {_why(exc)}") from None
-        summary, comm = _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice)
+        summary, comm = _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice, processes)
     finally:
         if counters is not None:
             counters.close()
@@ -320,7 +325,7 @@ def _reap(pid: int) -> int | None:
         return None
 
 
-def _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice) -> Measurement:
+def _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, notice, processes) -> Measurement:
     go_read, go_write = os.pipe()  # both ends close on exec
     err_read, err_write = os.pipe()
     sys.stdout.flush()
@@ -349,7 +354,7 @@ def _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, noti
             code = int(failed)
             exit_status = EXIT_NOT_FOUND if code == errno.ENOENT else EXIT_CANNOT_RUN
             raise PerfexError(f"cannot run {argv[0]}: {os.strerror(code)}", exit_status)
-        summary, comm = _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice)
+        summary, comm = _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice, processes)
     finally:
         if counters is not None:
             counters.close()
@@ -361,9 +366,9 @@ def _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, noti
 _EXIT_LOOK_S = 0.1  # how long perfex waits for a signal before it looks for the command's exit itself
 
 
-def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice) -> tuple[str, str]:
+def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice, processes) -> tuple[str, str]:
     """Serve signals until the command exits; read its zombie's counts:
-    (its text view, its name)."""
+    (its text view if ``processes``, else "", and its name)."""
     try:
         # The command's exit is seen through its SIGCHLD, in the order the
         # signals are taken: a SIGUSR1 or SIGUSR2 still pending at the exit
@@ -402,7 +407,7 @@ def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice) -> 
             counting.stop(release=False)
         else:
             counting.keep_folded()
-        return counters.summary(), _comm(pid) or _command_name(argv)
+        return counters.summary() if processes else "", _comm(pid) or _command_name(argv)
     except OSError as exc:
         raise PerfexError(f"reading the counters of pid {pid} failed: {exc.strerror or exc}") from None
 
