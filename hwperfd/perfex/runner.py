@@ -366,7 +366,7 @@ def _run_forked(argv, plan, mount, from_birth, forwarded, waited, old_mask, noti
 _EXIT_LOOK_S = 0.1  # how long perfex waits for a signal before it looks for the command's exit itself
 
 
-def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice, processes) -> tuple[str, str]:
+def _wait_and_read(argv, pid, counters, counting, forwarded, waited, notice, processes=True) -> tuple[str, str]:
     """Serve signals until the command exits; read its zombie's counts:
     (its text view if ``processes``, else "", and its name)."""
     try:
