@@ -68,12 +68,21 @@ LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's othe
 # served between slices, and never held as one list.
 EVENT_SLICE = 64
 MAX_HELD = 16 * EVENT_SLICE  # exit records waiting for their process's exit event
+# The connector carries two events (fork, exit) for each process exit record:
+# while it is behind, a round takes half a slice of records, and none while
+# this many process exits are held.  A slice of both ran the records ahead
+# until MAX_HELD gave up the oldest, applied before their forks were heard.
+HELD_AHEAD = 4 * EVENT_SLICE
 # Slices that wait for queued FUSE requests to be answered first, at most,
 # before the next is taken anyway (requests alone never stop the events).
 YIELDS_TO_REQUESTS = 8
 # A burst is worked off before a request is answered, as far as this many
 # slices; a backlog longer than that is a storm, and requests go ahead of it.
 STORM_SLICES = 8
+# Longest a counting process's own request works off the backlog queued
+# before it (real clock): past it, Linux's totals of its waited-for children
+# stand in for the exits still queued (Lifecycle.credit_unseen).
+COUNTING_BUDGET_NS = 20_000_000
 PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (real clock)
 MAX_PID_INODE = 1 << 31  # process files' inodes lie between PID_INODE_BASE and the nodes'
 
@@ -139,6 +148,8 @@ class Daemon:
         # Slices in a row that left events queued: past STORM_SLICES, a
         # storm's backlog, which requests are answered ahead of.
         self._behind = 0
+        # When the newest process event applied happened (CLOCK_MONOTONIC, ns).
+        self._heard_to = 0
         # Set when a request may have armed overflow signals, or a process
         # exited: the periodic tasks sleep on these while they have no work.
         self._controls_changed: trio.Event | None = None
@@ -404,13 +415,36 @@ class Daemon:
         answered ahead of the backlog, with what the daemon knows, and only
         ``pid``'s reaped children are looked at.  No user's storm makes
         another's request wait for it."""
-        # A counting process's own file waits for the whole backlog: its own
-        # fork storm must not leave its children's counts out (a cap of 64,
-        # then 4096 slices, lost 40%, then 20% of a counted storm's on CI).
-        counting = pid is not None and self.kernel.is_tracked(pid)
-        if counting:
-            while self._catch_up_events(pid):
-                pass
+        # A counting process's own file waits for the backlog the kernel had
+        # queued when the request came: its own fork storm must not leave its
+        # children's counts out (a cap of 64, then 4096 slices, lost 40%,
+        # then 20% of a counted storm's on CI), and what another user's
+        # storm queues meanwhile is not its to wait for (draining all of it
+        # stalled every request for the storm's length).
+        if pid is not None and self.kernel.is_tracked(pid):
+            asked = time.monotonic_ns()
+            budget = self.lifecycle.host_time
+            while True:
+                more = self._catch_up_events(pid)
+                # A counting process's exit record waits for its connector exit,
+                # which the kernel queues after waking the parent (exit_notify,
+                # then proc_exit_connector): a reaped worker's may follow the request.
+                held = any(r.whole_group and self.kernel.is_tracked(r.pid) for r in self._held
+                           if isinstance(r, taskstats.TaskExit))  # fmt: skip
+                if not (held or (more and self._heard_to < asked)):
+                    break
+                if budget and time.monotonic_ns() - asked > COUNTING_BUDGET_NS:
+                    # Another user's storm is queued ahead of its children's
+                    # ends: what Linux says its waited-for children used stands
+                    # in for them until their exits come (then matched); while
+                    # its /proc files do not answer, the backlog is worked off.
+                    credited = self.lifecycle.credit_unseen(pid)
+                    if credited:
+                        self._record_setup((pid,))
+                        self._changed()
+                    if credited is not None:
+                        break
+                    budget = False
         elif self._behind < STORM_SLICES:
             for _ in range(STORM_SLICES):
                 if not self._catch_up_events(pid):
@@ -444,12 +478,18 @@ class Daemon:
             # the second drain whose process's end the connector has not told
             # yet waits a round: its fork may still be queued, and a record
             # applied before its fork would lose the child's counts.
-            records = self._held + self._drain_accounting()
-            more = self.accounting is not None and self.accounting.backlog
+            held = self._held
+            behind = self.events.backlog  # the last round left connector events queued
+            ahead = behind and sum(1 for r in held if isinstance(r, taskstats.TaskExit) and r.whole_group) >= HELD_AHEAD
+            records = held + ([] if ahead else self._drain_accounting(EVENT_SLICE // 2 if behind else EVENT_SLICE))
+            more = ahead or (self.accounting is not None and self.accounting.backlog)
             seen = self.events.drain_nowait(EVENT_SLICE)
             more |= self.events.backlog
+            self._heard_to = next((e.timestamp_ns for e in reversed(seen) if not isinstance(e, procevents.Overrun)),
+                                  self._heard_to)  # fmt: skip
             ended = {e.tgid for e in seen if isinstance(e, procevents.ExitEvent)}
-            if self.events.backlog:
+            if self.events.backlog and not any(isinstance(e, procevents.Overrun) for e in seen):
+                records += self._records_for(seen, records)
                 # The connector's slice may stop short of these records'
                 # forks: each waits for its process's exit to be read, but
                 # only so many wait (past them the oldest go, as after a loss).
@@ -461,10 +501,12 @@ class Daemon:
                 announced, self._held = taskstats.announced(self._drain_accounting(), ended)
                 more |= self.accounting is not None and self.accounting.backlog
             self.fs.fast.hold(bool(self._held))
+            already = {id(record) for record in held}
             for record in self._held:
                 # A held process exit is applied a round later, but its times
-                # are final now: a read of the zombie meanwhile settles on them.
-                if isinstance(record, taskstats.TaskExit) and record.whole_group:
+                # are final now: a read of the zombie meanwhile settles on them
+                # (told once: a storm holds hundreds, round after round).
+                if isinstance(record, taskstats.TaskExit) and record.whole_group and id(record) not in already:
                     self.clock.exited(record.pid, *record.split())
             records += announced
             batch = self._exit_events(records)
@@ -588,8 +630,32 @@ class Daemon:
             if times is not None:
                 self.kernel.thread_exited(pid, tid, times)
 
-    def _drain_accounting(self) -> list[taskstats.ExitRecord]:
-        return self.accounting.drain_nowait(EVENT_SLICE) if self.accounting is not None else []
+    def _records_for(self, seen: list[procevents.ProcessEvent], records: list[taskstats.ExitRecord]) -> list:
+        """Exit records taken until every counted process whose connector exit
+        is in ``seen`` has its own (each is queued before that exit): one
+        read after its exit was applied came too late to be folded, and the
+        child counted what the clock last read of it (none: a storm's
+        children lost half their counts)."""
+        if self.accounting is None:
+            return []
+        forked = {e.child_tgid for e in seen if isinstance(e, procevents.ForkEvent) and e.child_pid == e.child_tgid}
+        missing = {
+            e.tgid for e in seen
+            if isinstance(e, procevents.ExitEvent) and e.pid == e.tgid
+            and (e.tgid in forked or self.kernel.is_tracked(e.tgid))
+        }  # fmt: skip
+        missing -= {r.pid for r in records if isinstance(r, taskstats.TaskExit) and r.whole_group}
+        extra: list[taskstats.ExitRecord] = []
+        while missing:
+            got = self._drain_accounting()
+            extra += got
+            missing -= {r.pid for r in got if isinstance(r, taskstats.TaskExit) and r.whole_group}
+            if not self.accounting.backlog:
+                break
+        return extra
+
+    def _drain_accounting(self, limit: int = EVENT_SLICE) -> list[taskstats.ExitRecord]:
+        return self.accounting.drain_nowait(limit) if self.accounting is not None else []
 
     def _exit_events(self, records: list[taskstats.ExitRecord]) -> list[Event]:
         batch: list[Event] = []

@@ -193,6 +193,25 @@ class Lifecycle:
         self._zombies.setdefault(info.ppid, set()).add(pid)
         return True
 
+    @property
+    def host_time(self) -> bool:
+        return self._host_time
+
+    def credit_unseen(self, pid: int) -> bool | None:
+        """A request on counting ``pid`` is answered ahead of exit events
+        still queued (another user's storm before them): Linux's totals of
+        the children it waited for count for those not folded in yet, and
+        each one's own counts replace its share when its exit is applied
+        (CounterKernel.credit_children).  True if anything was credited; None
+        when Linux's totals cannot be had (its /proc files do not answer)."""
+        if not self._host_time:
+            return None
+        try:
+            info = self.host.read_process(pid)
+        except BlockingIOError:
+            return None
+        return info is not None and any(self.kernel.credit_children(pid, info.children_ns))
+
     def _final(self, event: Exited) -> tuple[int, int] | None:
         """The exit record's CPU time, where counts come from the host's."""
         return event.times if self._host_time else None

@@ -145,7 +145,7 @@ def test_eight_users_fuzz_every_personality_while_roots_counts_stay_exact(
             _advance(intel, f"advance-thread {vtid} 1ms")
             _advance(mips, f"advance-thread {lwp.tid} 1ms")
             time.sleep(0.02)
-        outputs = [p.communicate(timeout=3600)[0] for p in fuzzers]
+        outputs = [p.communicate(timeout=max(3600, CALLS // 50))[0] for p in fuzzers]
         seconds = time.monotonic() - began
         stop.set()
         figures: Counter[str] = Counter()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import subprocess
 import threading
 import time
@@ -146,6 +147,54 @@ def test_a_fork_or_inheriting_thread_storm_leaves_roots_reads_fast_and_memory_bo
     # The issue's goal (median 50 ms, p99 200 ms) is met on a quiet bench run
     # (bench/storm.py) but not under CI's fork storms on 2 CPUs, where
     # medians of 0.20-0.28 s were seen: held here to 0.5 s (issue 24 open).
-    assert statistics.median(times) < 0.5 and max(times) < 2.0, sorted(times)[len(times) // 2 :]
+    assert statistics.median(times) < 0.25 and max(times) < 1.0, sorted(times)[len(times) // 2 :]
     (storm_mount.path / "control").read_text()  # caught up, and still answering
     assert _rss_kib(storm_mount.process.pid) < before * 1.25 + 4096  # (it grew 2.8x before)
+
+
+COUNTED = """
+import sys, time
+from hwperfd.client import ProcessCounters, user
+c = ProcessCounters(mount=sys.argv[1], fast=False)
+c.enable({0: user(0)})
+print("ready", flush=True)
+sys.stdin.readline()
+times = []
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    began = time.perf_counter()
+    c.read_ioctl()
+    times.append(time.perf_counter() - began)
+    time.sleep(0.01)
+print(" ".join(f"{t:.6f}" for t in times), flush=True)
+"""
+
+
+def test_another_users_fork_storm_does_not_stall_roots_counting_process(shared_tmp, storm_client):
+    """A counting process's own request works off the backlog queued before
+    it, and on the real clock for at most a budget, Linux's totals of its
+    children standing in for the rest: it never waits for a storm that goes
+    on (draining all of it stalled every request 12-17 s under 4 stormers)."""
+    args = ("--clock", "real", "--cpus", "2", "--mhz", "200")
+    with running_hwperfd(shared_tmp / "storm-real", shared_tmp / "storm-real.log", *args) as mount:
+        counted = subprocess.Popen([sys.executable, "-c", COUNTED, str(mount.path), "4"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+        stormers = []
+        try:
+            assert counted.stdout.readline() == "ready\n"
+            env = {**os.environ, "HWPERFD_MOUNT": str(mount.path)}
+            stormers = [subprocess.Popen([*NOBODY, str(storm_client), "forks", "4"], stdout=subprocess.PIPE,
+                                         text=True, env=env) for _ in range(4)]  # fmt: skip
+            counted.stdin.write("go\n")
+            counted.stdin.flush()
+            times = [float(t) for t in counted.communicate(timeout=120)[0].split()]
+            made = [int(p.communicate(timeout=60)[0]) for p in stormers]
+        finally:
+            for p in [counted, *stormers]:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+    assert min(made) > 100, made
+    # Loose, for a loaded 2-CPU machine (bench/storm.py prints the figures): at
+    # a load of 55-80 one read took 1.7-2.1 s, and 7.1 s when the whole backlog was drained.
+    assert len(times) > 10 and statistics.median(times) < 0.25 and max(times) < 4.0, sorted(times)[len(times) // 2 :]
