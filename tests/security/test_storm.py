@@ -9,6 +9,7 @@ a loaded machine; bench/storm.py prints the figures)."""
 from __future__ import annotations
 
 import os
+import signal
 import statistics
 import sys
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 import trio
 
 from hwperfd.host import procevents as pe
-from tests.conftest import NOBODY, ROOT, running_hwperfd
+from tests.conftest import NOBODY, ROOT, is_mounted, running_hwperfd, start_hwperfd, stop_hwperfd
 from tests.host.test_procevents import live
 
 
@@ -198,3 +199,35 @@ def test_another_users_fork_storm_does_not_stall_roots_counting_process(shared_t
     # Loose, for a loaded 2-CPU machine (bench/storm.py prints the figures): at
     # a load of 55-80 one read took 1.7-2.1 s, and 7.1 s when the whole backlog was drained.
     assert len(times) > 10 and statistics.median(times) < 0.25 and max(times) < 4.0, sorted(times)[len(times) // 2 :]
+
+
+@pytest.mark.parametrize("clock", ["real", "manual"])
+def test_sigterm_unmounts_within_two_seconds_during_a_storm_with_a_counting_reader(shared_tmp, storm_client, clock):
+    """Slices of the backlog end at checkpoints, and a counting process's own
+    request works off only what was queued before it: a stop asked for in
+    the middle of a fork storm and a counting reader's requests is kept."""
+    folder = shared_tmp / f"storm-stop-{clock}"
+    mount = start_hwperfd(folder / "mnt", folder.with_suffix(".log"), "--clock", clock, "--state-dir", "")
+    counted = subprocess.Popen([sys.executable, "-c", COUNTED, str(mount.path), "30"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)  # fmt: skip
+    stormers = []
+    try:
+        assert counted.stdout.readline() == "ready\n"
+        env = {**os.environ, "HWPERFD_MOUNT": str(mount.path)}
+        stormers = [subprocess.Popen([*NOBODY, str(storm_client), kind, "10"], stdout=subprocess.DEVNULL, env=env)
+                    for kind in ("forks", "forks", "inherit")]  # fmt: skip
+        counted.stdin.write("go\n")
+        counted.stdin.flush()
+        time.sleep(2)  # the storm's backlog builds up
+        began = time.monotonic()
+        mount.process.send_signal(signal.SIGTERM)
+        code = mount.process.wait(timeout=30)
+        took = time.monotonic() - began
+        assert code == 0 and took < 2.0, (code, took)
+        assert not is_mounted(mount.path)
+    finally:
+        for p in [counted, *stormers]:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        stop_hwperfd(mount)
