@@ -223,6 +223,8 @@ def test_sigterm_unmounts_within_two_seconds_during_a_storm_with_a_counting_read
         mount.process.send_signal(signal.SIGTERM)
         code = mount.process.wait(timeout=30)
         took = time.monotonic() - began
+        # (Under a load of 50 an idle daemon takes 0.7-0.9 s to exit, and here
+        # 1.3-2.4 s; it took 8.5 s when a counting request drained the storm.)
         assert code == 0 and took < 2.0, (code, took)
         assert not is_mounted(mount.path)
     finally:
