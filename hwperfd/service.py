@@ -496,8 +496,8 @@ class Daemon:
             self._heard_to = next((e.timestamp_ns for e in reversed(seen) if not isinstance(e, procevents.Overrun)),
                                   self._heard_to)  # fmt: skip
             ended = {e.tgid for e in seen if isinstance(e, procevents.ExitEvent)}
+            records += self._records_for(seen, records)
             if self.events.backlog and not any(isinstance(e, procevents.Overrun) for e in seen):
-                records += self._records_for(seen, records)
                 # The connector's slice may stop short of these records'
                 # forks: each waits for its process's exit to be read, but
                 # only so many wait (past them the oldest go, as after a loss).
