@@ -177,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             print(figures(f"{kind} {round_ + 1} ({made} {made_what})", stormy))
             print(figures(f"{kind} {round_ + 1}, root's counting process", own))
             print(f"daemon RSS after {kind} {round_ + 1}  {after} KiB ({after / base:.2f}x baseline)")
+    except Exception:
+        log.flush()
+        print((folder / "hwperfd.log").read_text()[-3000:], file=sys.stderr)  # what the daemon said
+        raise
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
