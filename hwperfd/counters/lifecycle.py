@@ -48,6 +48,9 @@ class HostProcess(Task, Protocol):
     @property
     def zombie(self) -> bool: ...
 
+    @property
+    def exiting(self) -> bool: ...
+
 
 class Host(Protocol):
     """What the life cycle asks Linux (hwperfd.host.processes fits)."""
@@ -180,6 +183,11 @@ class Lifecycle:
         start = identity[0] if identity else 0
         known_parent = event.parent or self.kernel.parent_of(pid)
         moved_on = info is not None and not start and known_parent and info.ppid != known_parent
+        if info is not None and start and info.start == start and not info.exiting:
+            # The counting process at the pid is alive and not exiting: the
+            # exit was an earlier process's at the pid, queued behind a storm
+            # until its pid came round again (it ended the new one's counters).
+            return False
         if info is None or (start and info.start != start) or moved_on:
             # Reaped before we heard (the pid may be another process's by
             # now): its parent waited for it.

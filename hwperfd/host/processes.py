@@ -71,6 +71,8 @@ _O_DIR = os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY
 # Field numbers of proc(5) stat, as indexes into the fields after "comm)".
 # Field n (1-based, pid = 1, comm = 2) is at index n - 3.
 _STATE, _PPID, _PGRP, _SESSION, _TTY_NR = 0, 1, 2, 3, 4
+_FLAGS = 6
+PF_EXITING = 0x4  # include/linux/sched.h: set by do_exit before any exit record or event
 _MINFLT, _MAJFLT = 7, 9
 _UTIME, _STIME, _CUTIME, _CSTIME = 11, 12, 13, 14
 _NUM_THREADS = 17
@@ -191,6 +193,7 @@ class ProcessInfo:
     sgid: int = -1
     dumpable: bool = True  # false after a setuid/setgid exec: /proc/<pid> is then root's
     children_ns: tuple[int, int] = (0, 0)  # CPU time of the children it waited for (cutime, cstime)
+    flags: int = 0  # the leader's PF_* flags (stat field 9)
 
     @property
     def start(self) -> int:
@@ -201,6 +204,11 @@ class ProcessInfo:
     def zombie(self) -> bool:
         """Exited but not yet reaped by its parent."""
         return self.state == "Z"
+
+    @property
+    def exiting(self) -> bool:
+        """In do_exit (or past it): what any exit record or event of it follows."""
+        return self.state in ("Z", "X") or bool(self.flags & PF_EXITING)
 
     @property
     def running(self) -> bool:
@@ -405,6 +413,7 @@ def read_process(pid: int) -> ProcessInfo | None:
             comm=comm.decode("utf-8", "replace"),
             tty_nr=int(st[_TTY_NR]),
             children_ns=(int(st[_CUTIME]) * TICK_NS, int(st[_CSTIME]) * TICK_NS),
+            flags=int(st[_FLAGS]),
         )
     except OSError as exc:
         _gone(exc)

@@ -46,6 +46,10 @@ class Proc:
     def zombie(self) -> bool:
         return self.state == "Z"
 
+    @property
+    def exiting(self) -> bool:
+        return self.state in ("Z", "X")
+
 
 @dataclass
 class FakeHost:
@@ -205,6 +209,24 @@ def test_exit_heard_after_the_pid_was_reused_reaps_the_old_process_only(kernel, 
     assert kernel.read(caller(parent), parent)[1][0] == CYCLES_PER_MS
     with pytest.raises(NoSuchProcess):  # the newcomer never used the counters
         kernel.read(Caller(0, 0, 0, 0), newcomer)
+
+
+def test_an_earlier_processs_exit_heard_after_its_pid_came_round_leaves_the_counting_process_alone(
+    kernel, life, host
+):
+    """An uncounted process's exit queued behind a storm reaches the daemon
+    after its pid was given to a process that counts: the one at the pid is
+    alive and not exiting (no PF_EXITING), so the exit is not its own."""
+    counting = host.spawn(400, 1)
+    kernel.enable(caller(counting), counting, cycles())
+    host.run(400, 2)
+    life.apply([Exited(400, 377, "storm", (5 * MS, 0))])
+    assert kernel.is_tracked(400) and not kernel.has_exited(400)
+    host.run(400, 1)
+    assert kernel.read(caller(counting), counting)[1][0] == 3 * CYCLES_PER_MS
+    host.die(400)  # its own exit still ends it
+    life.apply([Exited(400, 1)])
+    assert kernel.has_exited(400)
 
 
 def test_a_record_left_under_a_reused_pid_never_reaches_the_new_process(kernel, life, host, gone):
