@@ -646,7 +646,11 @@ class Daemon:
         children lost half their counts)."""
         if self.accounting is None:
             return []
-        forked = {e.child_tgid for e in seen if isinstance(e, procevents.ForkEvent) and e.child_pid == e.child_tgid}
+        forked: set[int] = set()  # children of counting processes forked in this slice (no /proc read)
+        for e in seen:
+            if isinstance(e, procevents.ForkEvent) and e.child_pid == e.child_tgid:
+                if e.parent_tgid in forked or self.kernel.is_tracked(e.parent_tgid):
+                    forked.add(e.child_tgid)
         missing = {
             e.tgid for e in seen
             if isinstance(e, procevents.ExitEvent) and e.pid == e.tgid
