@@ -146,6 +146,27 @@ class Lifecycle:
         kernel = self.kernel
         if not (kernel.is_tracked(event.parent) or kernel.has_profile(event.parent) or kernel.is_known(event.child)):
             return False
+        if kernel.is_tracked(event.child) and self._set_up_since(event.child):
+            return False
+        return self._inherit(event)
+
+    def _set_up_since(self, pid: int) -> bool:
+        """Whether what is kept for ``pid`` is the living process's own, set
+        up since its fork (its start matches): a fork heard after that is an
+        earlier process's at the pid, queued behind a storm until the pid came
+        round (it replaced the counting process's record: ESRCH), or the same
+        process's, taken in by a rescan already.  One /proc read, only when a
+        fork names a pid that counts."""
+        identity = self.kernel.identity(pid)
+        if not identity or not identity[0]:
+            return False
+        try:
+            return self.host.read_start(pid) == identity[0]
+        except BlockingIOError:
+            return True  # stuck where its /proc files wait on it: there all the same
+
+    def _inherit(self, event: Forked) -> bool:
+        kernel = self.kernel
         info = self.host.read_process(event.child) if kernel.is_counting(event.parent) else None
         start = info.start if info is not None and info.ppid == event.parent else 0
         kernel.fork(event.parent, event.child, event.cpu, child_start=start)

@@ -229,6 +229,19 @@ def test_an_earlier_processs_exit_heard_after_its_pid_came_round_leaves_the_coun
     assert kernel.has_exited(400)
 
 
+def test_an_earlier_processs_fork_heard_after_its_pid_came_round_leaves_the_counting_process_alone(
+    kernel, life, host
+):
+    """A storm child's fork queued behind the storm names the pid a counting
+    process has since: what that process set up stays (it read ESRCH)."""
+    counting = host.spawn(400, 1)
+    kernel.enable(caller(counting), counting, cycles())
+    host.run(400, 2)
+    life.apply([Forked(377, 400)])
+    host.run(400, 1)
+    assert kernel.read(caller(counting), counting)[1][0] == 3 * CYCLES_PER_MS
+
+
 def test_a_record_left_under_a_reused_pid_never_reaches_the_new_process(kernel, life, host, gone):
     """The old process's end was never heard (events lost): the first request
     naming the new process finds another start and lets the old record go."""
