@@ -82,7 +82,7 @@ STORM_SLICES = 8
 # Longest a counting process's own request works off the backlog queued
 # before it (real clock): past it, Linux's totals of its waited-for children
 # stand in for the exits still queued (Lifecycle.credit_unseen).
-COUNTING_BUDGET_NS = 20_000_000
+COUNTING_BUDGET_NS = 5_000_000
 # Longest it works off that backlog in any case (the manual clock, or Linux's
 # totals not to be had): past it the request is answered with what the
 # daemon knows, as other requests in a storm are.  Draining it all kept a
