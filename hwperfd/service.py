@@ -80,9 +80,10 @@ PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (
 MAX_PID_INODE = 1 << 31  # process files' inodes lie between PID_INODE_BASE and the nodes'
 # A start puts back at most this many processes' set-up before it mounts;
 # past that, each family's when it is first asked about, and the rest in
-# slices of PUT_BACK_SLICE once serving (docs/restart.md).
+# slices of PUT_BACK_SLICE seconds once serving, requests answered between
+# (docs/restart.md).
 RESTORE_AT_START = 64
-PUT_BACK_SLICE = 16
+PUT_BACK_SLICE = 0.002
 
 
 def store_name(mount: str) -> str:
@@ -232,7 +233,9 @@ class Daemon:
         """Once serving: the records no request has asked for yet, a slice at
         a time, with requests answered between slices."""
         while self.durable is not None and self.durable.pending:
-            self._put_back(list(itertools.islice(self.durable.pending, PUT_BACK_SLICE)))
+            until = time.monotonic() + PUT_BACK_SLICE
+            while self.durable is not None and self.durable.pending and time.monotonic() < until:
+                self._put_back(list(itertools.islice(self.durable.pending, 1)))
             await trio.sleep(0)
 
     def _profile(self, pid: int) -> WorkloadProfile:
