@@ -46,7 +46,10 @@ def mounted(path: Path) -> bool:
 
 
 def start(mount: Path, log: Path, *args: str, pin: str | None = None) -> subprocess.Popen:
-    mount.mkdir(parents=True, exist_ok=True)
+    try:
+        mount.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # a killed daemon's mount, not yet unmounted (ENOTCONN): the new daemon clears it
     argv = [sys.executable, "-m", "hwperfd", *args, str(mount)]
     if pin is not None:
         argv = ["taskset", "-c", pin, *argv]

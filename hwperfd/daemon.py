@@ -68,6 +68,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default: on; docs/restart.md)",
     )  # fmt: skip
     parser.add_argument(
+        "--restore-at-start", type=int, default=None, metavar="N",
+        help="processes whose set-up a start puts back before it mounts; past N, each one's when it is "
+        "first asked about, the rest in the background (default 64; docs/restart.md)",
+    )  # fmt: skip
+    parser.add_argument(
         "--trace", metavar="FILE", default=None,
         help="record every counter's life into FILE, written when the daemon stops (docs/trace.md)",
     )  # fmt: skip

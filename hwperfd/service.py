@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import errno
 import hashlib
+import itertools
 import logging
 import os
 import select
@@ -41,6 +42,7 @@ from hwperfd.counters.threads import (
 )
 from hwperfd.cpc.node import CpcNode
 from hwperfd.cpu.pmu import CpuSet
+from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
 from hwperfd.irix.files import IrixFiles
 from hwperfd.node import MountFilesFactory, NodeFactory
@@ -90,6 +92,12 @@ COUNTING_BUDGET_NS = 5_000_000
 COUNTING_LIMIT_NS = 250_000_000
 PAGE_REFRESH = 0.1  # how often state pages take stat's user:system ratio anew (real clock)
 MAX_PID_INODE = 1 << 31  # process files' inodes lie between PID_INODE_BASE and the nodes'
+# A start puts back at most this many processes' set-up before it mounts;
+# past that, each family's when it is first asked about, and the rest in
+# slices of PUT_BACK_SLICE seconds once serving, requests answered between
+# (docs/restart.md).
+RESTORE_AT_START = 64
+PUT_BACK_SLICE = 0.002
 
 
 def store_name(mount: str) -> str:
@@ -139,7 +147,7 @@ class Daemon:
         # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
         # threads run the profile their process runs.
         self.threads = ThreadTable(
-            self.cpus.model, self.cpus.mhz, self.clock, self.kernel.profile, processes.read_thread_start,
+            self.cpus.model, self.cpus.mhz, self.clock, self._profile, processes.read_thread_start,
             host_time=isinstance(self.clock, RealClock),
         )
         self.events: procevents.ProcessEvents | None = None
@@ -194,22 +202,62 @@ class Daemon:
         store_dir = getattr(args, "state_dir", DEFAULT_DIR) if getattr(args, "store", True) else ""
         store = SetupStore.open(store_dir, store_name(mount))
         if store is not None:
-            self.durable = DurableSetup(store, self.kernel, processes.read_start)
-            found = self.durable.restore(self.clock)
+            self.durable = DurableSetup(
+                store, self.kernel, processes.read_start, host_time=isinstance(self.clock, RealClock)
+            )
+            at_once = getattr(args, "restore_at_start", None)
+            found = self.durable.restore(self.clock, at_once=RESTORE_AT_START if at_once is None else at_once)
             for node in self.fs.nodes.values():
                 if hasattr(node, "setup") and hasattr(node, "restore_setup"):
                     self.durable.add_source(node)  # type: ignore[arg-type]
-            found.refused += self.durable.restore_sources()
-            if found.processes or found.system or found.refused:
-                log.info(
-                    "set-up restored: %d processes%s, %d records refused",
-                    found.processes, ", system mode" if found.system else "", found.refused,
-                )  # fmt: skip
-            trace.active.daemon("restored", processes=found.processes, system=found.system, refused=found.refused)
-            if found.processes:
+            self.durable.restore_sources()
+            if found.later:
+                log.info("set-up: %d processes' records put back as they are asked for", found.later)
+            else:
+                self._restored()
+            if found.processes and not found.later:
                 self.lifecycle.restored()
             self._record_setup(all_pids=True)
             self.fs.after_write = lambda pid: self._record_setup([pid] if pid is not None else (), all_pids=pid is None)
+
+    def _restored(self) -> None:
+        """Every record of the store is back (or refused)."""
+        assert self.durable is not None
+        found = self.durable.found
+        if found.processes or found.system or found.refused:
+            log.info(
+                "set-up restored: %d processes%s, %d records refused",
+                found.processes, ", system mode" if found.system else "", found.refused,
+            )  # fmt: skip
+        trace.active.daemon("restored", processes=found.processes, system=found.system, refused=found.refused)
+
+    def _put_back(self, pids: Iterable[int]) -> None:
+        """The set-up of ``pids``' families, if the store still holds it
+        unread: before anything looks at them."""
+        durable = getattr(self, "durable", None)  # None too while the store is being opened
+        if durable is None or not durable.pending:
+            return
+        put = durable.take(pids, processes.children)
+        if put:
+            self.lifecycle.restored(put)
+            self._record_setup(put)
+            self._wake_tick()  # thresholds passed while no daemon ran signal now
+        if not durable.pending:
+            self._restored()
+
+    async def _put_back_rest(self) -> None:
+        """Once serving: the records no request has asked for yet, a slice at
+        a time, with requests answered between slices."""
+        while self.durable is not None and self.durable.pending:
+            until = time.monotonic() + PUT_BACK_SLICE
+            while self.durable is not None and self.durable.pending and time.monotonic() < until:
+                self._put_back(list(itertools.islice(self.durable.pending, 1)))
+            await trio.sleep(0)
+
+    def _profile(self, pid: int) -> WorkloadProfile:
+        """The workload profile ``pid``'s threads run (its set-up put back first)."""
+        self._put_back((pid,))
+        return self.kernel.profile(pid)
 
     def _status(self) -> list[str]:
         return [
@@ -253,6 +301,8 @@ class Daemon:
             self.fs.state_pages.retire(pid)
 
     def _time_moved(self, pid: int) -> None:
+        if pid >= 0:
+            self._put_back((pid,))
         if self.durable is not None:
             self.durable.sync_clock(self.clock)
         # Under the manual clock, overflow signals follow the advance at once.
@@ -270,6 +320,7 @@ class Daemon:
             nursery.start_soon(resilient, self._sweep)
             nursery.start_soon(resilient, self._reap_zombies)
             nursery.start_soon(resilient, self._follow_processes)
+            nursery.start_soon(self._put_back_rest)
             if isinstance(self.clock, RealClock):
                 nursery.start_soon(resilient, self._tick)
                 if self.fs.state_pages is not None:
@@ -420,6 +471,8 @@ class Daemon:
         answered ahead of the backlog, with what the daemon knows, and only
         ``pid``'s reaped children are looked at.  No user's storm makes
         another's request wait for it."""
+        if pid is not None:
+            self._put_back((pid,))
         # A counting process's own file waits for the backlog the kernel had
         # queued when the request came: its own fork storm must not leave its
         # children's counts out (a cap of 64, then 4096 slices, lost 40%,
@@ -550,6 +603,10 @@ class Daemon:
                 elif isinstance(item, Lost):
                     touched.update(self.kernel.known())
             touched.update(p for f in forks if isinstance(f, Forked) for p in (f.parent, f.child))
+            if self.durable is not None and self.durable.pending:
+                # Set-up still unread of processes these events are about.
+                lost = any(isinstance(item, Lost) for item in batch)
+                self._put_back(list(self.durable.pending) if lost else touched)
             if threads:
                 changed |= self.threads.apply(threads) > 0
             if any(isinstance(item, Lost) for item in batch):
@@ -582,6 +639,9 @@ class Daemon:
     ) -> tuple[int, bytes]:  # fmt: skip
         """The filesystem's ioctl, then the set-up it changed written to the
         store: a call answers only once what it set up would survive a restart."""
+        target = ino - PID_INODE_BASE
+        if self.durable is not None and self.durable.pending:
+            self._put_back((pid, target) if 0 < target < MAX_PID_INODE else (pid,))
         try:
             return self.fs.ioctl(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
         except OSError as exc:
@@ -590,7 +650,6 @@ class Daemon:
             raise
         finally:
             if self.durable is not None:
-                target = ino - PID_INODE_BASE
                 self._record_setup((pid, target) if 0 < target < MAX_PID_INODE else (pid,))
 
     def _record_setup(self, pids: Iterable[int] = (), *, all_pids: bool = False) -> None:

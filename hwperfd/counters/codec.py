@@ -45,47 +45,64 @@ def encode(value: Any) -> Any:
     kind = type(value)
     if value is None or kind is int or kind is str or kind is bool:
         return value
-    if kind is list and all(type(v) is int for v in value):
-        return value  # counts: the most of a record
+    if kind is list:
+        if all(type(v) is int for v in value):
+            return value  # counts: the most of a record
+        return _encode_list(value)
     known = _shared.get(id(value))
     if known is not None and known[0] is value:
         return known[1]
-    form = _encode(value)
-    if isinstance(value, tuple) or (
-        dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen  # type: ignore[union-attr]
-    ):
+    encoder = _ENCODERS.get(kind)
+    if encoder is None:
+        encoder = _ENCODERS[kind] = _encoder_for(kind)
+    form = encoder(value)
+    if kind in _SHAREABLE:
         if len(_shared) >= _SHARED_KEPT:
             _shared.clear()
         _shared[id(value)] = (value, form)
     return form
 
 
-def _encode(value: Any) -> Any:
-    if isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
+# How each type encodes, found once per type (a record is written on every
+# change of set-up, before the call answers: its encoding is on that path).
+_ENCODERS: dict[type, Callable[[Any], Any]] = {}
+_SHAREABLE: set[type] = set()  # immutable: forms kept by identity
+
+
+def _encode_list(value: list[Any]) -> Any:
+    forms = [encode(v) for v in value]
+    if len(forms) >= _RUN and all(f is forms[0] or f == forms[0] for f in forms):
+        return {"R": [len(forms), forms[0]]}  # a run of one value (a block's 32 untouched slots)
+    return forms
+
+
+def _encoder_for(kind: type) -> Callable[[Any], Any]:
+    name = kind.__qualname__
+    if issubclass(kind, (bool, int, str)):
+        return lambda v: v
+    if issubclass(kind, float):
         raise CodecError("no floats in set-up")
-    if isinstance(value, Fraction):
-        return {"F": [value.numerator, value.denominator]}
-    if isinstance(value, enum.Enum):
-        return {"E": [type(value).__qualname__, value.value]}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        return {"D": [type(value).__qualname__, fields]}
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return {"N": [type(value).__qualname__, [encode(v) for v in value]]}
-    if isinstance(value, tuple):
-        return {"T": [encode(v) for v in value]}
-    if isinstance(value, list):
-        forms = [encode(v) for v in value]
-        if len(forms) >= _RUN and all(f is forms[0] or f == forms[0] for f in forms):
-            return {"R": [len(forms), forms[0]]}  # a run of one value (a block's 32 untouched slots)
-        return forms
-    if isinstance(value, (set, frozenset)):
-        return {"S": [encode(v) for v in sorted(value)]}
-    if isinstance(value, Mapping):
-        return {"M": {str(k): encode(v) for k, v in value.items()}}
-    raise CodecError(f"cannot store a {type(value).__name__}")
+    if issubclass(kind, Fraction):
+        return lambda v: {"F": [v.numerator, v.denominator]}
+    if issubclass(kind, enum.Enum):
+        return lambda v: {"E": [name, v.value]}
+    if dataclasses.is_dataclass(kind):
+        if kind.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            _SHAREABLE.add(kind)
+        names = tuple(f.name for f in dataclasses.fields(kind))
+        return lambda v: {"D": [name, {n: encode(getattr(v, n)) for n in names}]}
+    if issubclass(kind, tuple):
+        _SHAREABLE.add(kind)
+        if hasattr(kind, "_fields"):
+            return lambda v: {"N": [name, [encode(x) for x in v]]}
+        return lambda v: {"T": [encode(x) for x in v]}
+    if issubclass(kind, list):
+        return _encode_list
+    if issubclass(kind, (set, frozenset)):
+        return lambda v: {"S": [encode(x) for x in sorted(v)]}
+    if issubclass(kind, Mapping):
+        return lambda v: {"M": {str(k): encode(x) for k, x in v.items()}}
+    raise CodecError(f"cannot store a {kind.__name__}")
 
 
 def decode(form: Any) -> Any:

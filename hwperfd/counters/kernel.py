@@ -643,9 +643,10 @@ class CounterKernel:
         parent.children_ns = (parent.children_ns[0] + brought[0], parent.children_ns[1] + brought[1])
         parent.save_children = parent.save_children - {child.pid}
 
-    def mark_lossy(self) -> None:
-        """Events were lost while these processes counted."""
-        for record in self._procs.values():
+    def mark_lossy(self, pids: Iterable[int] | None = None) -> None:
+        """Events were lost while these processes (all if None) counted."""
+        records = self._procs.values() if pids is None else filter(None, map(self._procs.get, pids))
+        for record in records:
             if record.state is State.ENABLED and not record.exited:
                 record.lossy = True
 

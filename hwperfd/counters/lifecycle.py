@@ -27,7 +27,7 @@ through ``Host`` only, so tests run it on a fake host and a manual clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Collection, Iterable, Protocol
 
 from hwperfd.counters.kernel import CounterKernel, Task
 from hwperfd.trace import recorder as trace
@@ -346,24 +346,26 @@ class Lifecycle:
 
     # -- recovering from a loss ----------------------------------------------
 
-    def restored(self) -> None:
-        """A restarted daemon put back what an earlier one set up: what came
-        to pass meanwhile (ends, reaps, forks, children's time) is learnt as
-        after lost events.  Exited records are zombies again until reaped."""
-        for pid in self.kernel.tracked():
+    def restored(self, pids: Collection[int] | None = None) -> None:
+        """A restarted daemon put back what an earlier one set up (for
+        ``pids``, or every process): what came to pass meanwhile (ends, reaps,
+        forks, children's time) is learnt as after lost events.  Exited
+        records are zombies again until reaped."""
+        tracked = self.kernel.tracked() if pids is None else [pid for pid in pids if self.kernel.is_tracked(pid)]
+        for pid in tracked:
             if self.kernel.has_exited(pid):
                 self._zombies.setdefault(self.kernel.parent_of(pid), set()).add(pid)
-        self.kernel.mark_lossy()
-        self._rescan()
+        self.kernel.mark_lossy(tracked)
+        self._rescan(tracked)
 
     def rescan(self) -> None:
         """Events were lost: make the kernel's picture true again."""
         self.rescans += 1
-        self._rescan()
+        self._rescan(self.kernel.tracked())
 
-    def _rescan(self) -> None:
-        for pid in self.kernel.tracked():
-            if self.kernel.has_exited(pid):
+    def _rescan(self, tracked: list[int]) -> None:
+        for pid in tracked:
+            if not self.kernel.is_tracked(pid) or self.kernel.has_exited(pid):
                 continue
             info = self.host.read_process(pid)
             identity = self.kernel.identity(pid)
@@ -374,13 +376,15 @@ class Lifecycle:
                 self._exited(Exited(pid, info.ppid, info.comm))
             else:
                 self.kernel.revoke(info)
-        for pid in self.kernel.counting():
+        counting = set(self.kernel.counting()).intersection(tracked)
+        for pid in counting:
             for child in self.host.children(pid):
                 if not self.kernel.is_tracked(child):
                     self._forked(Forked(pid, child))
         self.settle()
         for pid in self.kernel.counting():
-            self._reconcile(pid)
+            if pid in counting:
+                self._reconcile(pid)
 
     def sweep(self, limit: int | None = None) -> tuple[int, int]:
         """The rare check of what is kept (a safety net under the events):

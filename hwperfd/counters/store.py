@@ -12,7 +12,10 @@ WAL mode: a write is one transaction appended to the log, and a daemon killed
 at any point leaves either the old record or the new one.  ``synchronous=OFF``:
 the log reaches the kernel's page cache on every commit (a killed daemon
 loses nothing) but is not forced to the disk, which only a machine crash
-would need, and that ends every counted process too.  Each record carries a
+would need, and that ends every counted process too.  Exclusive locking: the
+daemon holds the database from its open to its exit (the kernel drops the
+lock of a killed one), so a commit is the log's write(2) and no more
+(``_hold``).  Each record carries a
 CRC-32 of its body: a record that does not check out, or does not parse, is
 refused, logged and skipped, and the daemon starts without it.
 
@@ -41,9 +44,12 @@ CREATE TABLE IF NOT EXISTS setup (
     uid INTEGER NOT NULL,
     body TEXT NOT NULL,
     crc INTEGER NOT NULL,
+    parent INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (kind, key)
 ) WITHOUT ROWID
 """
+_COLUMNS = "kind, key, pid, start, uid, body, crc, parent"
+_PUT = f"INSERT OR REPLACE INTO setup ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,9 @@ class SetupRecord:
     """One piece of set-up: ``kind`` says whose (``irix-process``,
     ``irix-system``, ...) and ``key`` which; ``pid`` and ``start`` name the
     process it belongs to (0: none), which must still be the same process
-    for the record to be restored; ``uid`` whose it is; ``body`` JSON data."""
+    for the record to be restored; ``uid`` whose it is; ``body`` JSON data;
+    ``parent`` the pid whose counts it folds into (0: none), so that the
+    records of a family can be read together (``family``)."""
 
     kind: str
     key: str
@@ -59,6 +67,12 @@ class SetupRecord:
     start: int
     uid: int
     body: Any
+    parent: int = 0  # a process's parent, as the record says: records loaded together (not checked)
+
+
+# One encoder for every write (json.dumps with options builds one a call); the
+# codec's forms hold no cycles.
+_to_json = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
 def _crc(kind: str, key: str, pid: int, start: int, uid: int, body: str) -> int:
@@ -82,7 +96,27 @@ class SetupStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=OFF")
         self._db.execute(_SCHEMA)
-        self.refused = 0  # records refused at the last load
+        if "parent" not in {row[1] for row in self._db.execute("PRAGMA table_info(setup)")}:
+            self._db.execute("ALTER TABLE setup ADD COLUMN parent INTEGER NOT NULL DEFAULT 0")  # an older store
+        self.refused = 0  # records refused since the store was opened
+        self.exclusive = self._hold()
+
+    def _hold(self) -> bool:
+        """Hold the database from now until the daemon exits (the kernel drops
+        a killed one's lock): a commit is then the log's write(2), with no
+        shared-memory index or lock calls.  If another connection has it open
+        (root looking in with sqlite3), it is shared as ever: slower, the same."""
+        try:
+            self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
+            self._db.execute("BEGIN IMMEDIATE")  # takes the lock now
+            self._db.execute("COMMIT")
+            return True
+        except sqlite3.OperationalError as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self._db.execute("PRAGMA locking_mode=NORMAL")
+            log.info("set-up store %s shared (%s): each write takes its locks", self.path, exc)
+            return False
 
     @classmethod
     def open(cls, directory: str, name: str) -> SetupStore | None:
@@ -98,27 +132,54 @@ class SetupStore:
             log.warning("set-up store off: %s: %s", directory, exc)
             return None
 
-    def load(self) -> list[SetupRecord]:
-        """Every record that checks out; the others are refused, logged and deleted."""
-        good: list[SetupRecord] = []
-        bad: list[tuple[str, str]] = []
+    def load(self, *, without: str = "") -> list[SetupRecord]:
+        """Every record (but those of kind ``without``) that checks out; the
+        others are refused, logged and deleted."""
         try:
-            rows = self._db.execute("SELECT kind, key, pid, start, uid, body, crc FROM setup").fetchall()
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM setup WHERE kind != ?", (without,)).fetchall()
         except sqlite3.DatabaseError as exc:
             log.warning("set-up store %s unreadable (%s): starting without it", self.path, exc)
             self._recreate()
             return []
-        for kind, key, pid, start, uid, body, crc in rows:
+        return self._checked(rows)
+
+    def index(self, kind: str) -> list[tuple[str, int]]:
+        """(key, parent) of each record of ``kind``, bodies unread: what a
+        start needs to put records back later, a family at a time."""
+        try:
+            rows = self._db.execute("SELECT key, parent FROM setup WHERE kind = ?", (kind,)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            log.warning("set-up store %s unreadable (%s): starting without it", self.path, exc)
+            self._recreate()
+            return []
+        return [(key, parent if isinstance(parent, int) else 0) for key, parent in rows]
+
+    def read(self, kind: str, keys: Iterable[str]) -> list[SetupRecord]:
+        """The records of ``kind`` and ``keys`` that check out (refusing the others, as ``load``)."""
+        keys = list(keys)
+        rows = []
+        for i in range(0, len(keys), 500):  # under SQLite's limit on a statement's parameters
+            chunk = keys[i : i + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows += self._db.execute(
+                f"SELECT {_COLUMNS} FROM setup WHERE kind = ? AND key IN ({marks})", (kind, *chunk)
+            ).fetchall()
+        return self._checked(rows)
+
+    def _checked(self, rows: list[tuple[Any, ...]]) -> list[SetupRecord]:
+        good: list[SetupRecord] = []
+        bad: list[tuple[str, str]] = []
+        for kind, key, pid, start, uid, body, crc, parent in rows:
             try:
-                if not all(isinstance(v, int) for v in (pid, start, uid, crc)) or not isinstance(body, str):
+                if not all(isinstance(v, int) for v in (pid, start, uid, crc, parent)) or not isinstance(body, str):
                     raise ValueError("bad column types")
                 if _crc(kind, key, pid, start, uid, body) != crc:
                     raise ValueError("checksum mismatch")
-                good.append(SetupRecord(kind, key, pid, start, uid, json.loads(body)))
+                good.append(SetupRecord(kind, key, pid, start, uid, json.loads(body), parent))
             except (ValueError, TypeError) as exc:
                 log.warning("set-up record %s/%s refused: %s", kind, key, exc)
                 bad.append((kind, key))
-        self.refused = len(bad)
+        self.refused += len(bad)
         if bad:
             self.write((), bad)
         return good
@@ -128,21 +189,22 @@ class SetupStore:
         delete ``drop`` (kind, key) pairs, in one transaction."""
         rows = []
         for r in records:
-            body = json.dumps(r.body, separators=(",", ":"))
-            rows.append((r.kind, r.key, r.pid, r.start, r.uid, body, _crc(r.kind, r.key, r.pid, r.start, r.uid, body)))
+            body = _to_json(r.body)
+            crc = _crc(r.kind, r.key, r.pid, r.start, r.uid, body)
+            rows.append((r.kind, r.key, r.pid, r.start, r.uid, body, crc, r.parent))
         gone = list(drop)
         if not rows and not gone:
             return
         db = self._db
         if len(rows) == 1 and not gone:  # the common case: one statement is one transaction
-            db.execute("INSERT OR REPLACE INTO setup VALUES (?, ?, ?, ?, ?, ?, ?)", rows[0])
+            db.execute(_PUT, rows[0])
             return
         db.execute("BEGIN")
         try:
             if gone:
                 db.executemany("DELETE FROM setup WHERE kind = ? AND key = ?", gone)
             if rows:
-                db.executemany("INSERT OR REPLACE INTO setup VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                db.executemany(_PUT, rows)
         except BaseException:
             db.execute("ROLLBACK")
             raise

@@ -12,6 +12,7 @@ import select
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -302,3 +303,73 @@ def test_programs_of_two_users_see_no_error_across_repeated_kills(daemon, irix_r
         assert p.wait(timeout=TIMEOUT) == 0
         assert final_gen == generation
         assert_user_cycles(cycles, user_ns, system_ns)
+
+
+FAMILY = """
+import subprocess, sys
+child = None
+for word in sys.stdin:
+    if word.strip() == "fork":
+        child = subprocess.Popen(["sleep", "60"])
+        print(child.pid, flush=True)
+    elif word.strip() == "reap":
+        child.kill()
+        child.wait()
+        print("reaped", flush=True)
+"""
+
+
+@pytest.mark.parametrize("at_once", ["0", "64"], ids=["later", "at-start"])
+def test_a_reaped_childs_counts_are_in_its_parents_first_call_after_a_start(daemon, at_once):
+    """The set-up of a family comes back whole at its first call, whether a
+    start put every record back before mounting or puts each back as it is
+    asked for (``--restore-at-start 0``): the inherited counts of a child
+    reaped while no daemon ran are in its parent's first read, exactly."""
+    d = daemon("--clock", "manual", "--cpus", "2", "--mhz", "200", "--restore-at-start", at_once)
+    parent = subprocess.Popen([sys.executable, "-c", FAMILY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    others = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    try:
+        with ProcessCounters(parent.pid, mount=d.mount.path, fast=False) as pc:
+            generation = pc.enable({0: user(0)})
+        for other in others:
+            with ProcessCounters(other.pid, mount=d.mount.path, fast=False) as pc:
+                pc.enable({0: user(0)})
+            d.mount.control(f"advance {other.pid} 1ms")
+        parent.stdin.write("fork\n")
+        parent.stdin.flush()
+        child = int(parent.stdout.readline())
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # the fork event reached the daemon: the child counts, inherited
+            try:
+                with ProcessCounters(child, mount=d.mount.path, fast=False) as pc:
+                    assert pc.read()[0] == generation
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        d.mount.control(f"advance {child} 10ms")
+        d.mount.control(f"advance {parent.pid} 5ms")
+        d.mount.process.kill()
+        d.mount.process.wait()
+        parent.stdin.write("reap\n")
+        parent.stdin.flush()
+        assert parent.stdout.readline().strip() == "reaped"
+        d.mount = d._start()
+        with ProcessCounters(parent.pid, mount=d.mount.path, fast=False) as pc:
+            assert pc.read() == (generation, (3_000_000,) + (0,) * 31)
+        deadline = time.monotonic() + TIMEOUT
+        while "set-up restored: " not in d.mount.log_text():  # the rest put back once serving
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert "set-up restored: 5 processes, 0 records refused" in d.mount.log_text()
+        for other in others:
+            with ProcessCounters(other.pid, mount=d.mount.path, fast=False) as pc:
+                assert pc.read() == (generation, (200_000,) + (0,) * 31)
+        if at_once == "0":
+            assert "set-up: 5 processes' records put back as they are asked for" in d.mount.log_text()
+    finally:
+        parent.kill()
+        parent.wait()
+        for other in others:
+            other.kill()
+            other.wait()
