@@ -170,7 +170,7 @@ class ProcFs(pyfuse3.Operations):
         self.threads = threads if threads is not None else ThreadTable(
             kernel.cpus.model, kernel.cpus.mhz, clock, kernel.profile, processes.read_thread_start
         )
-        self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
+        self._writable: set[int] = set()  # handles open for writing (``Call.writable``: a node's sets may need one)
         # What the personalities registered (hwperfd/node.py): the answers of
         # the mount's own files, and the nodes by inode and by name.
         mount_lent = Mount(kernel, clock, self.threads, signal, deliver, self._may_control,
