@@ -10,6 +10,7 @@ A read "needs no round trip" when it is answered while the daemon is stopped
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import time
@@ -19,8 +20,11 @@ import pytest
 
 import structs
 from structs.pctr import PCTR_EN, PCTR_K, PCTR_U
+from structs import perfctr as abi
 from tests.conftest import running_hwperfd, start_hwperfd, stop_hwperfd
+from tests.cpc.conftest import cpc_programs, driver  # noqa: F401 - fixtures: cpc_driver.c
 from tests.hot_client import Program, Stopped, build
+from tests.waiting import wait_for
 from tests.pctr.conftest import HERE, MHZ, clear_functions
 
 MS = 1_000_000  # cycles in 1 ms at 1000 MHz
@@ -169,3 +173,39 @@ def test_reads_after_a_restart_come_from_the_new_daemon_never_the_old_page(share
         if program is not None:
             program.close()
         stop_hwperfd(mount)
+
+
+def pctr_page_falls_back(page: Path) -> bool:
+    """pctr's one page tells its readers to ask the daemon (another personality holds the counters)."""
+    return bool(structs.hwperfd_state_t.parse(page.read_bytes()).hs_flags & structs.HWPERFD_STATE_FALLBACK)
+
+
+def test_the_page_shows_the_hardware_another_personality_takes_or_gives_back_by_a_call_or_a_close(two_cpus, driver):  # noqa: F811
+    """A vperfctr's attach and unlink, and a libcpc CPU binding's bind and
+    close, each take or give back the hardware: pctr's page says so by the
+    time the call answers (the close: soon after the process exits)."""
+    node = two_cpus.path / "perfctr"
+    clear_functions(two_cpus, 2)  # pctr holds nothing
+    assert wait_for(lambda: "reserved-by -" in node.read_text()), node.read_text()
+    fd = os.open(two_cpus.path / "pctr", os.O_RDONLY)
+    try:
+        reply = fcntl.ioctl(fd, structs.HWPERFD_PIOCSTATEPAGE, bytes(structs.hwperfd_statepage_t.sizeof()))
+    finally:
+        os.close(fd)
+    page = Path(structs.hwperfd_statepage_t.parse(reply).hp_path)
+    assert not pctr_page_falls_back(page)
+    vfd = os.open(node, os.O_RDONLY)
+    try:
+        fcntl.ioctl(vfd, abi.VPERFCTR_ATTACH, abi.vperfctr_attach.build({"tid": 0, "creat": 1}))
+        assert pctr_page_falls_back(page)  # perfctr-virtual holds the counters
+        fcntl.ioctl(vfd, abi.VPERFCTR_UNLINK)
+        assert not pctr_page_falls_back(page)
+    finally:
+        os.close(vfd)
+    cpu = driver(two_cpus)
+    cpu("add PAPI_tot_cyc 0 6")
+    assert cpu("bindcpu 0") == "ok"
+    assert pctr_page_falls_back(page)  # cpc holds them
+    cpu.proc.kill()  # its file closes with it: the binding goes, and the hardware
+    cpu.proc.wait()
+    assert wait_for(lambda: not pctr_page_falls_back(page))
