@@ -12,20 +12,22 @@ same way by one personality's ``MountFiles`` (IRIX's, hwperfd/irix/files.py).
 
 An ioctl table (``Command``, ``dispatch``) gives each command's handler and
 what it may change (``TEXTS``, ``CONTROLS``, ``COUNTS``, ``PAGE``,
-``PAGES``).  What a call changed - the texts the mount shows, whether the
-overflow tick must look again, which state pages to write again, whether
-reads answered in C must ask the daemon again - lands in the ``Changed`` the
-call is handed: from the table when the call answers, or from the handler as
-it goes, so that a call it then refuses still reports what it did before.
-The filesystem applies it afterwards, in one place.  A new personality is a
-package with such a factory, and an entry in the wiring's list.
+``PAGES``, ``HOLDER``), when it answers and when it refuses.  What a call
+changed - the texts the mount shows, whether the overflow tick must look
+again, which state pages to write again, whether reads answered in C must
+ask the daemon again - lands in the ``Changed`` the call is handed: from the
+table, or from the node itself for what no command decides (a page past its
+expiry that a reader met).  The filesystem applies it afterwards, in one
+place.  A new personality is a package with such a factory, and an entry in
+the wiring's list.
 """
 
 from __future__ import annotations
 
 import errno
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from hwperfd.counters.kernel import CounterKernel, Signal
@@ -56,8 +58,13 @@ class Call(NamedTuple):
 TEXTS = 1  # what a file of the mount shows: its text is rendered again
 CONTROLS = 2  # counters that may interrupt were set: the overflow tick looks again
 COUNTS = 4  # a process's counters: no read is answered in C until the daemon has looked again
-PAGE = 8  # the state pages of the call's target process
+PAGE = 8  # the call's own state pages: its target process's, or those the node's table names (``dispatch``)
 PAGES = 16  # every state page (system mode, a caller's profiling)
+HOLDER = 32  # the counter hardware may change hands (``holding``): if it did, every state page shows it
+
+#: A state page to write again: (its source, None for every source's; its id;
+#: whether its thread waits for the answer, so its split may be taken anew).
+PageRef = tuple[Any, int, bool]
 
 
 class Changed:
@@ -70,7 +77,7 @@ class Changed:
     counts = False  # COUNTS
     every_page = False  # PAGES
     fast_read = False  # the call read counters the bridge may answer in C next time (FastReads)
-    pages: list[tuple[Any, int, bool]] = []  # state pages to write again: (source or None: any, id, resplit)
+    pages: list[PageRef] = []  # state pages to write again
 
     def page(self, source: Any, ident: int, *, resplit: bool = False) -> None:
         """Context ``ident``'s page from ``source`` (None: every source's)
@@ -81,8 +88,10 @@ class Changed:
             self.pages = []
         self.pages.append((source, ident, resplit))
 
-    def report(self, changes: int, target: int = 0) -> None:
-        """What a command's table entry says it changed, for ``target``'s pages."""
+    def report(self, changes: int, target: int = 0, pages: Iterable[PageRef] | None = None) -> None:
+        """What a command's table entry says it changed; ``PAGE``: the
+        ``pages`` named, or without them ``target``'s pages.  (``HOLDER`` is
+        ``holding``'s to report.)"""
         if changes & TEXTS:
             self.texts = True
         if changes & CONTROLS:
@@ -90,30 +99,78 @@ class Changed:
         if changes & COUNTS:
             self.counts = True
         if changes & PAGE:
-            self.page(None, target)
+            if pages is None:
+                self.page(None, target)
+            else:
+                for source, ident, resplit in pages:
+                    self.page(source, ident, resplit=resplit)
         if changes & PAGES:
             self.every_page = True
 
 
+@contextmanager
+def holding(holder: Callable[[], str | None], changed: Changed) -> Iterator[None]:
+    """Around what may take or give back the counter hardware (a command
+    marked ``HOLDER``, a node's release of a file): if the reservation
+    ``holder()`` names changed hands, refused call or not, every
+    personality's pages show it."""
+    before = holder()
+    try:
+        yield
+    finally:
+        if holder() != before:
+            changed.every_page = True
+
+
 class Command(NamedTuple):
-    """One entry of an ioctl table: its handler, what it may change, and its name."""
+    """One entry of an ioctl table: its handler, what it may change when it
+    answers and when it refuses (a handler that changes something before it
+    refuses: perfctr's controls stop the counters first), and its name."""
 
     handler: Callable[[Call], Reply]
-    changes: int = 0  # TEXTS | CONTROLS | COUNTS | PAGE | PAGES
+    changes: int = 0  # TEXTS | CONTROLS | COUNTS | PAGE | PAGES | HOLDER
     name: str = ""
+    arg: Any = None  # the struct copied in and out (a construct), as its number's _IOC_SIZE says; None: none
+    refused: int = 0  # what it may have changed when it raises
 
 
-def dispatch(table: Mapping[int, Command], call: Call, changed: Changed) -> Reply:
-    """Route ``call`` by its number; ENOTTY (never ENOSYS, which FUSE takes as
-    "no ioctls here at all") for a number the table lacks.  What the command
-    may change is reported once it answers: a refused call changes nothing
-    (a handler that changes something before it refuses reports it itself)."""
+def dispatch(
+    table: Mapping[int, Command],
+    call: Call,
+    changed: Changed,
+    *,
+    unknown: int = errno.ENOTTY,
+    pages: Callable[[Call], Iterable[PageRef]] | None = None,
+    holder: Callable[[], str | None] | None = None,
+) -> Reply:
+    """Route ``call`` by its number; ``unknown`` (ENOTTY unless the original
+    said otherwise; never ENOSYS, which FUSE takes as "no ioctls here at
+    all") for a number the table lacks.  What the command may change is
+    reported once it answers, or what it may have changed once it refuses.
+    ``pages(call)``: the pages the node's ``PAGE`` means, named before the
+    call runs (the call may end what names them); without it, the call's
+    target's.  ``holder()``: who holds the counter hardware, looked at
+    around a ``HOLDER`` command only."""
     command = table.get(call.cmd)
     if command is None:
-        raise OSError(errno.ENOTTY, f"unknown ioctl 0x{call.cmd:08x}")
-    reply = command.handler(call)
+        raise OSError(unknown, f"unknown ioctl 0x{call.cmd:08x}")
+    may = command.changes | command.refused
+    named = list(pages(call)) if pages is not None and may & PAGE else None
+    if holder is not None and may & HOLDER:
+        with holding(holder, changed):
+            return _run(command, call, changed, named)
+    return _run(command, call, changed, named)
+
+
+def _run(command: Command, call: Call, changed: Changed, pages: list[PageRef] | None) -> Reply:
+    try:
+        reply = command.handler(call)
+    except BaseException:
+        if command.refused:
+            changed.report(command.refused, call.target, pages)
+        raise
     if command.changes:
-        changed.report(command.changes, call.target)
+        changed.report(command.changes, call.target, pages)
     return reply
 
 

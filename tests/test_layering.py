@@ -32,7 +32,7 @@ ALLOWED = {
     # A personality's node in the mount: the contract between procfs and a personality.
     "hwperfd.node": {"hwperfd.counters"},
     "hwperfd.procfs": {
-        "hwperfd.irix", "hwperfd.node", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte",
+        "hwperfd.node", "hwperfd.counters", "hwperfd.cpu", "hwperfd.host", "hwperfd.lograte",
         "structs", "hwperfd.trace",
     },
     # Tools are clients: they speak to the mount, never to the daemon's insides.

@@ -8,18 +8,22 @@ from collections.abc import Collection
 from typing import Any
 
 import structs
+from structs.state import hwperfd_statepage_t as STATEPAGE
 from hwperfd.counters.durable import Item
 from hwperfd.cpc import durable
 from hwperfd.cpc.device import Caller, CpcDevice
 from hwperfd.cpc.pages import CpcCpuPages, CpcPages, cpu_ident
 from hwperfd.host import processes, tasks
-from hwperfd.node import Call, Changed, Mount
+from hwperfd.node import CONTROLS, HOLDER, PAGE, TEXTS, Call, Changed, Command, Mount, PageRef, Reply, dispatch, holding
 from structs import cpc as abi
 
-# Calls that change what a set's page shows: its LWP's (or, for a pctx
-# bind, the target LWP's) page is written again.
-_CHANGING = (abi.HWPERFD_CPCIO_BIND, abi.HWPERFD_CPCIO_RELE, abi.HWPERFD_CPCIO_PRESET, abi.HWPERFD_CPCIO_RESTART,
-             abi.HWPERFD_CPCIO_ENABLE, abi.HWPERFD_CPCIO_DISABLE)  # fmt: skip
+# What each call may change (its table, below).  A call on a set writes its
+# pages again, refused or not (libcpc's refusals come back in ci_error, and
+# an EINTR lets an overflow's signal go first); a bind or a release shows in
+# the node's text and may take or give back the counter hardware (a CPU
+# bind); every call but a sample may arm or disarm overflow interrupts.
+_BINDS = TEXTS | CONTROLS | PAGE | HOLDER
+_SETS = CONTROLS | PAGE
 
 
 class CpcNode:
@@ -37,34 +41,56 @@ class CpcNode:
         self.cpu_pages = CpcCpuPages(self.device, real, processes.TICK_NS)  # CPU bindings' pages
         self.page_sources = (self.pages, self.cpu_pages)
         self._state_pages = mount.state_pages
+        self._holder = lambda: kernel.cpus.reservation.holder
+        # Its ioctl table (<hwperfd/cpc.h>): every call carries a hwperfd_cpc_io.
+        io = abi.cpc_io
+        self.table: dict[int, Command] = {
+            abi.HWPERFD_CPCIO_BIND: Command(self._call, _BINDS, "HWPERFD_CPCIO_BIND", io, refused=PAGE),
+            abi.HWPERFD_CPCIO_SAMPLE: Command(self._call, 0, "HWPERFD_CPCIO_SAMPLE", io),
+            abi.HWPERFD_CPCIO_RELE: Command(self._call, _BINDS, "HWPERFD_CPCIO_RELE", io, refused=PAGE),
+            abi.HWPERFD_CPCIO_PRESET: Command(self._call, _SETS, "HWPERFD_CPCIO_PRESET", io, refused=PAGE),
+            abi.HWPERFD_CPCIO_RESTART: Command(self._call, _SETS, "HWPERFD_CPCIO_RESTART", io, refused=PAGE),
+            abi.HWPERFD_CPCIO_ENABLE: Command(self._call, _SETS, "HWPERFD_CPCIO_ENABLE", io, refused=PAGE),
+            abi.HWPERFD_CPCIO_DISABLE: Command(self._call, _SETS, "HWPERFD_CPCIO_DISABLE", io, refused=PAGE),
+            structs.HWPERFD_PIOCSTATEPAGE: Command(self._state_page, 0, "HWPERFD_PIOCSTATEPAGE", STATEPAGE),
+        }
 
-    def ioctl(self, call: Call, changed: Changed) -> tuple[int, bytes]:
-        if call.cmd == structs.HWPERFD_PIOCSTATEPAGE:
-            return self._state_page(call)
-        held = {b.cpu for b in self.device.cpu_bindings.values() if b.handle == call.fh}
+    def ioctl(self, call: Call, changed: Changed) -> Reply:
         try:
-            reply = self.device(call.cmd, call.data, Caller(call.pid, call.uid, call.gid, call.fh))
-            if self.device.threads is not None and len(call.data) >= abi.CPC_IO_SIZE:
-                target = abi.parse_head(call.data).ci_pid  # cpc_bind_pctx's process: its record too
-                if target > 0:
-                    self.device.threads.touched.add(int(target))
+            return dispatch(self.table, call, changed, pages=self._own_pages, holder=self._holder)
         finally:
-            for cpu in held | {b.cpu for b in self.device.cpu_bindings.values() if b.handle == call.fh}:
-                if call.cmd in _CHANGING or self.cpu_pages.stale(cpu):
-                    changed.page(self.cpu_pages, cpu_ident(cpu))  # bound, released, or taken anew
-            if call.cmd in _CHANGING:
-                changed.page(self.pages, call.pid, resplit=True)  # the caller waits for this answer
-                if len(call.data) >= abi.CPC_IO_HEAD_SIZE:
-                    io = abi.parse_head(call.data)
-                    if io.ci_target == abi.HWPERFD_CPC_PCTX:
-                        changed.page(self.pages, self.device.lwp_tid(int(io.ci_pid), int(io.ci_id)))
-        # The node's text shows the CPU bindings; a bind may arm overflow
-        # interrupts.  A sample binds and arms nothing.
-        changed.texts = call.cmd in (abi.HWPERFD_CPCIO_BIND, abi.HWPERFD_CPCIO_RELE)
-        changed.controls = call.cmd != abi.HWPERFD_CPCIO_SAMPLE
+            for cpu in self._held(call.fh):
+                if self.cpu_pages.stale(cpu):
+                    changed.page(self.cpu_pages, cpu_ident(cpu))  # values taken anew since it was written
+
+    def _held(self, fh: int) -> list[int]:
+        """The CPUs bound through the open file ``fh``."""
+        return [b.cpu for b in self.device.cpu_bindings.values() if b.handle == fh]
+
+    def _own_pages(self, call: Call) -> list[PageRef]:
+        """The pages a call on a set writes again, named before it runs: the
+        calling LWP's (it waits for this answer), the target LWP's of a pctx
+        bind, the CPU bindings' of the file and the CPU the call names."""
+        pages: list[PageRef] = [(self.pages, call.pid, True)]
+        cpus = set(self._held(call.fh))
+        if len(call.data) >= abi.CPC_IO_HEAD_SIZE:
+            io = abi.parse_head(call.data)
+            if io.ci_target == abi.HWPERFD_CPC_PCTX:
+                pages.append((self.pages, self.device.lwp_tid(int(io.ci_pid), int(io.ci_id)), False))
+            elif io.ci_target == abi.HWPERFD_CPC_CPU and 0 <= io.ci_id < len(self.device.cpus):
+                cpus.add(int(io.ci_id))  # bound or released by this call
+        pages += [(self.cpu_pages, cpu_ident(cpu), False) for cpu in sorted(cpus)]
+        return pages
+
+    def _call(self, call: Call) -> Reply:
+        reply = self.device(call.cmd, call.data, Caller(call.pid, call.uid, call.gid, call.fh))
+        if self.device.threads is not None and len(call.data) >= abi.CPC_IO_SIZE:
+            target = abi.parse_head(call.data).ci_pid  # cpc_bind_pctx's process: its record too
+            if target > 0:
+                self.device.threads.touched.add(int(target))
         return reply
 
-    def _state_page(self, call: Call) -> tuple[int, bytes]:
+    def _state_page(self, call: Call) -> Reply:
         """HWPERFD_PIOCSTATEPAGE: on a file that holds a CPU binding, its
         page (its binder is root: only root may read it); else the page of
         the set the calling LWP bound on itself, told only to that LWP
@@ -83,8 +109,9 @@ class CpcNode:
         return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
 
     def release(self, fh: int, changed: Changed) -> None:
-        held = [b.cpu for b in self.device.cpu_bindings.values() if b.handle == fh]
-        self.device.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
+        held = self._held(fh)
+        with holding(self._holder, changed):  # the last CPU binding gives the hardware back
+            self.device.release_handle(fh)  # cpc_bind_cpu's binding goes with its file
         for cpu in held:
             changed.page(self.cpu_pages, cpu_ident(cpu))  # and its page
         changed.texts = changed.counts = True  # what was bound to the file is gone: the daemon looks again

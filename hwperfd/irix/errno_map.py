@@ -1,8 +1,12 @@
 """The errno contract, in one place (abi.md, errno contract)."""
 
 import errno
+from typing import Callable, ParamSpec, TypeVar
 
 from hwperfd.counters import errors
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 ERRNO: dict[type[errors.CounterError], int] = {
     errors.InvalidRequest: errno.EINVAL,
@@ -21,6 +25,18 @@ def errno_of(exc: errors.CounterError) -> int:
 
 def to_oserror(exc: errors.CounterError) -> OSError:
     return OSError(errno_of(exc), str(exc))
+
+
+def in_errnos(handler: Callable[P, R]) -> Callable[P, R]:
+    """``handler`` with the counters' refusals answered in IRIX's errnos."""
+
+    def answer(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return handler(*args, **kwargs)
+        except errors.CounterError as exc:
+            raise to_oserror(exc) from None
+
+    return answer
 
 
 class UnknownCommand(OSError):

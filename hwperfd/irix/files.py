@@ -19,13 +19,13 @@ from hwperfd.host import processes
 from hwperfd.irix import faults, machine
 from hwperfd.irix.errno_map import UnknownCommand
 from hwperfd.irix.info import PINFO_COMMANDS, InfoIoctls
-from hwperfd.irix.proc import ProcIoctls
+from hwperfd.irix.proc import NAMES, ProcIoctls
 from hwperfd.irix.syssgi import SyssgiIoctls
 from hwperfd.node import COUNTS, TEXTS, Call, Changed, Mount, Reply
 
 # Every /proc ioctl hwperfd knows: on a pinfo file those not allowed are
 # EINVAL (known, not permitted here); anything else is ENOTTY.
-_KNOWN = frozenset(v for k, v in vars(structs).items() if k.startswith(("PIOC", "HWPERFD_PIOC")) and isinstance(v, int))
+_KNOWN = frozenset(NAMES)
 
 
 class RootFiles:

@@ -6,14 +6,14 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Callable
 
-from hwperfd.counters.errors import CounterError, InvalidRequest, NoSuchProcess
+from hwperfd.counters.errors import InvalidRequest, NoSuchProcess
 from hwperfd.counters.kernel import CounterKernel
 from hwperfd.host import processes
 from hwperfd.irix import marshal
 from hwperfd.irix.calls import IoctlCall, Target, caller
-from hwperfd.irix.errno_map import PointerArgument, UnknownCommand, to_oserror
+from hwperfd.irix.errno_map import PointerArgument, in_errnos, to_oserror
 from hwperfd.irix.info import InfoIoctls
-from hwperfd.node import CONTROLS, COUNTS, PAGE, TEXTS, Call, Changed
+from hwperfd.node import CONTROLS, COUNTS, PAGE, TEXTS, Call, Changed, Command, dispatch
 import structs
 
 Reply = tuple[int, bytes]
@@ -32,13 +32,16 @@ ENDS = TEXTS | COUNTS | PAGE
 
 PID_MAX = 1 << 22  # Linux's largest pid_max (PID_MAX_LIMIT on 64-bit)
 
+#: Every /proc ioctl hwperfd knows, by number.
+NAMES = {v: k for k, v in vars(structs).items() if k.startswith(("PIOC", "HWPERFD_PIOC")) and isinstance(v, int)}
+
 
 class ProcIoctls:
     """Decode, check, call the kernel, encode.  Raises OSError(errno) only."""
 
     def __init__(self, kernel: CounterKernel) -> None:
         self.kernel = kernel
-        self._commands: dict[int, tuple[Handler, int]] = {
+        commands: dict[int, tuple[Handler, int]] = {
             structs.PIOCENEVCTRS: (self._enable, SETS),
             structs.PIOCGETEVCTRS: (self._read, FAST_READ),
             structs.PIOCGETPREVCTRS: (self._read_usage, READS),
@@ -54,7 +57,10 @@ class ProcIoctls:
         # proc(4)'s informational ioctls (PIOCPSINFO, PIOCUSAGE, ...) too.
         self._info = InfoIoctls(kernel)
         for cmd, info in self._info.commands.items():
-            self._commands[cmd] = (_on_pid(info), READS)
+            commands[cmd] = (_on_pid(info), READS)
+        self.table: dict[int, Command] = {
+            cmd: Command(_on_target(handler), changes, NAMES[cmd]) for cmd, (handler, changes) in commands.items()
+        }
 
     def __call__(self, call: Call, changed: Changed) -> Reply:
         """On the file of process ``call.target`` (opened on the one that
@@ -62,18 +68,7 @@ class ProcIoctls:
         An unknown command is ENOTTY whatever the state of the process; a
         known one on a gone process ESRCH.  What the command may change is
         reported in ``changed`` once it answers: a refused call changes nothing."""
-        entry = self._commands.get(call.cmd)
-        if entry is None:
-            raise UnknownCommand(call.cmd)
-        handler, changes = entry
-        try:
-            if call.gone:
-                raise NoSuchProcess(f"pid {call.target} is gone")
-            reply = handler(Target(call.target, call.start), call)
-        except CounterError as exc:
-            raise to_oserror(exc) from None
-        changed.report(changes, call.target)
-        return reply
+        return dispatch(self.table, call, changed)
 
     def _enable(self, target: Target, call: IoctlCall) -> Reply:
         request = marshal.parse_request(call.data)
@@ -143,6 +138,19 @@ class ProcIoctls:
             return 0, 0
         rate = self.kernel.profile(pid).rate("tlb_misses") * self.kernel.cpus.mhz / 1000
         return int(Fraction(usage.user_ns) * rate), int(Fraction(usage.system_ns) * rate)
+
+
+def _on_target(handler: Handler) -> Callable[[Call], Reply]:
+    """``handler`` on the file's process, ESRCH once it is gone, the
+    counters' refusals in IRIX's errnos."""
+
+    @in_errnos
+    def run(call: Call) -> Reply:
+        if call.gone:
+            raise NoSuchProcess(f"pid {call.target} is gone")
+        return handler(Target(call.target, call.start), call)
+
+    return run
 
 
 def _on_pid(info: Callable[[int, IoctlCall], Reply]) -> Callable[[Target, IoctlCall], Reply]:

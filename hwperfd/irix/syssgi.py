@@ -10,16 +10,14 @@ buffers kept in the caller) and HWPERF_PROF_CTR_SUSP / _CONT.
 
 from __future__ import annotations
 
-from typing import Callable
 
-from hwperfd.counters.errors import CounterError
 from hwperfd.counters.errors import NoSuchProcess
 from hwperfd.counters.kernel import Caller, CounterKernel
 from hwperfd.host import processes
 from hwperfd.irix import marshal
 from hwperfd.irix.calls import IoctlCall, LazyCaller, Target, caller
-from hwperfd.irix.errno_map import BadArgument, ProfilingBuffers, UnknownCommand, to_oserror
-from hwperfd.node import CONTROLS, COUNTS, PAGES, TEXTS, Call, Changed
+from hwperfd.irix.errno_map import BadArgument, ProfilingBuffers, in_errnos
+from hwperfd.node import CONTROLS, COUNTS, PAGES, TEXTS, Call, Changed, Command, dispatch
 import structs
 
 Reply = tuple[int, bytes]
@@ -35,32 +33,26 @@ SETS = TEXTS | COUNTS | PAGES | CONTROLS
 class SyssgiIoctls:
     def __init__(self, kernel: CounterKernel) -> None:
         self.kernel = kernel
-        self._commands: dict[int, tuple[Callable[[IoctlCall], Reply], int]] = {
-            structs.HWIOC_ENSYSCNTRS: (self._enable, SETS),
-            structs.HWIOC_GET_SYSCNTRS: (self._read, READS),
-            structs.HWIOC_GET_CPUCNTRS: (self._read_cpu, READS),
-            structs.HWIOC_GET_SYSEVCTRL: (self._control, READS),
-            structs.HWIOC_SET_SYSEVCTRL: (self._set_control, SETS),
-            structs.HWIOC_RELSYSCNTRS: (self._release, SETS),
-            structs.HWIOC_PROFENABLE: (self._profenable_buffers, 0),  # always refused
-            structs.HWPERFD_PROFENABLE: (self._profenable, SETS),
-            structs.HWIOC_PROF_CTR_SUSP: (self._suspend, SETS),
-            structs.HWIOC_PROF_CTR_CONT: (self._continue, SETS),  # carries nothing, may restart ticks
+        self.table: dict[int, Command] = {
+            getattr(structs, name): Command(in_errnos(handler), changes, name)
+            for name, handler, changes in (
+                ("HWIOC_ENSYSCNTRS", self._enable, SETS),
+                ("HWIOC_GET_SYSCNTRS", self._read, READS),
+                ("HWIOC_GET_CPUCNTRS", self._read_cpu, READS),
+                ("HWIOC_GET_SYSEVCTRL", self._control, READS),
+                ("HWIOC_SET_SYSEVCTRL", self._set_control, SETS),
+                ("HWIOC_RELSYSCNTRS", self._release, SETS),
+                ("HWIOC_PROFENABLE", self._profenable_buffers, 0),  # always refused
+                ("HWPERFD_PROFENABLE", self._profenable, SETS),
+                ("HWIOC_PROF_CTR_SUSP", self._suspend, SETS),
+                ("HWIOC_PROF_CTR_CONT", self._continue, SETS),  # carries nothing, may restart ticks
+            )
         }
 
     def __call__(self, call: Call, changed: Changed) -> Reply:
         """What the command may change is reported in ``changed`` once it
         answers: a refused call changes nothing."""
-        entry = self._commands.get(call.cmd)
-        if entry is None:
-            raise UnknownCommand(call.cmd)
-        handler, changes = entry
-        try:
-            reply = handler(call)
-        except CounterError as exc:
-            raise to_oserror(exc) from None
-        changed.report(changes)
-        return reply
+        return dispatch(self.table, call, changed)
 
     def _enable(self, call: IoctlCall) -> Reply:
         return self.kernel.enable_system(caller(call), marshal.parse_request(call.data)), b""

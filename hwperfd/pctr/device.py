@@ -2,7 +2,8 @@
 
 The driver's checks, in its order:
 
-* an unknown ioctl: EINVAL (the driver's ``default:`` case, not ENOTTY);
+* an unknown ioctl: EINVAL (the driver's ``default:`` case, not ENOTTY;
+  the node's table, pctr/node.py);
 * PCIOCSx on a CPU without counters: ENODEV, while PCIOCRD still returns
   the TSC;
 * PCIOCSx: a counter the CPU does not have (Intel 2, AMD 4): EINVAL; then a
@@ -20,7 +21,7 @@ from collections.abc import Callable
 
 from hwperfd.counters.errors import CountersBusy
 from hwperfd.counters.percpu import GlobalCounters
-from structs.pctr import PCIOCRD, PCIOCS, PCTR_NUM, PCTR_RESERVED, pctrst
+from structs.pctr import PCTR_NUM, PCTR_RESERVED, pctrst
 
 
 class PctrError(Exception):
@@ -43,17 +44,13 @@ class ReservedBits(PctrError):
     """A function with bits the driver refuses."""
 
 
-class UnknownCall(PctrError):
-    """An ioctl the driver does not serve."""
-
-
-# pctr(4) ERRORS, plus EBUSY for hardware another personality holds.
+# pctr(4) ERRORS, plus EBUSY for hardware another personality holds.  An
+# unknown ioctl is EINVAL, the driver's ``default:`` case (the node's table).
 ERRNO: dict[type[Exception], int] = {
     NoCounters: errno.ENODEV,
     BadCounter: errno.EINVAL,
     NotWritable: errno.EPERM,
     ReservedBits: errno.EINVAL,
-    UnknownCall: errno.EINVAL,
     CountersBusy: errno.EBUSY,
 }
 
@@ -72,19 +69,15 @@ class PctrDevice:
         """pctr drives the counters of amd64 CPUs only; elsewhere it reads the TSC."""
         return self.counters.cpus.model.arch == "amd64"
 
-    def __call__(self, cmd: int, data: bytes, pid: int, writable: bool) -> tuple[int, bytes]:
-        try:
-            return self._dispatch(cmd, data, pid, writable)
-        except (PctrError, CountersBusy) as exc:
-            raise to_oserror(exc) from None
+    def read_call(self, pid: int) -> bytes:
+        """PCIOCRD: the counters of the CPU the caller runs on."""
+        return self.read(self.cpu_of(pid))
 
-    def _dispatch(self, cmd: int, data: bytes, pid: int, writable: bool) -> tuple[int, bytes]:
-        if cmd == PCIOCRD:
-            return 0, self.read(self.cpu_of(pid))
-        if cmd in PCIOCS:
+    def set_call(self, counter: int, data: bytes, writable: bool) -> None:
+        """PCIOCSx: counter ``counter``'s function, checked in the driver's order."""
+        try:
             if not self.has_counters:
                 raise NoCounters(f"the {self.counters.cpus.model.name} has no counters pctr can set")
-            counter = PCIOCS.index(cmd)
             if counter >= self.counters.count:
                 raise BadCounter(f"the {self.counters.cpus.model.name} has {self.counters.count} counters")
             if not writable:
@@ -93,8 +86,8 @@ class PctrDevice:
             if function & PCTR_RESERVED:
                 raise ReservedBits(f"function {function:#x} has reserved bits {function & PCTR_RESERVED:#x}")
             self.counters.set_function(counter, function)
-            return 0, b""
-        raise UnknownCall(f"unknown ioctl {cmd:#010x}")
+        except (PctrError, CountersBusy) as exc:
+            raise to_oserror(exc) from None
 
     def read(self, cpu: int) -> bytes:
         """struct pctrst for one CPU; without counters only the TSC is filled."""

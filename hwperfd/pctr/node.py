@@ -4,16 +4,21 @@ and the state page its rdtsc() and rdpmc() read (pctr/pages.py)."""
 from __future__ import annotations
 
 import errno
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
+from construct import Int32ul
+
 import structs
+from structs.state import hwperfd_statepage_t as STATEPAGE
 from hwperfd.counters.durable import Item
 from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.host import processes
-from hwperfd.node import Call, Changed, Mount
+from hwperfd.node import HOLDER, PAGE, Call, Changed, Command, Mount, PageRef, Reply, dispatch
 from hwperfd.pctr.device import PctrDevice
-from hwperfd.pctr.pages import PAGE, PctrPages
+from hwperfd.pctr.pages import PAGE as MACHINE_PAGE
+from hwperfd.pctr.pages import PctrPages
+from structs.pctr import PCIOCRD, PCIOCS, pctrst
 
 
 class PctrNode:
@@ -28,27 +33,50 @@ class PctrNode:
         self.pages = PctrPages(counters, real, processes.TICK_NS, self.device.has_counters)
         self.page_sources = (self.pages,)
         self._state_pages = mount.state_pages
+        self._holder = lambda: kernel.cpus.reservation.holder
+        # Its ioctl table (pctr(4)): global counters, so no call interrupts and
+        # no other file's text shows them.  A set writes the one page again,
+        # and the first function set or the last cleared takes or gives back
+        # the counter hardware.
+        self.table: dict[int, Command] = {
+            structs.HWPERFD_PIOCSTATEPAGE: Command(self._state_page, 0, "HWPERFD_PIOCSTATEPAGE", STATEPAGE),
+            PCIOCRD: Command(self._read, 0, "PCIOCRD", pctrst),
+            **{
+                cmd: Command(self._setter(i), PAGE | HOLDER, f"PCIOCS{i}", Int32ul)
+                for i, cmd in enumerate(PCIOCS)
+            },
+        }
 
-    def ioctl(self, call: Call, changed: Changed) -> tuple[int, bytes]:
-        # Global counters: none interrupts, no other file's text shows them.
-        if call.cmd == structs.HWPERFD_PIOCSTATEPAGE:
-            return self._state_page(call)
+    def ioctl(self, call: Call, changed: Changed) -> Reply:
         try:
-            return self.device(call.cmd, call.data, call.pid, call.writable)
+            return dispatch(self.table, call, changed, unknown=errno.EINVAL, pages=self._own_page, holder=self._holder)
         finally:
-            # A set, or counts taken anew since the page was written (a reader
-            # past its expiry came here): the page shows them.
-            if call.data or self.pages.stale:
-                changed.page(self.pages, PAGE)
+            # Counts taken anew since the page was written (a reader past its
+            # expiry came here): the page shows them, whatever the call.
+            if self.pages.stale:
+                changed.page(self.pages, MACHINE_PAGE)
 
-    def _state_page(self, call: Call) -> tuple[int, bytes]:
+    def _own_page(self, call: Call) -> list[PageRef]:
+        return [(self.pages, MACHINE_PAGE, False)]  # one page for the whole machine
+
+    def _read(self, call: Call) -> Reply:
+        return 0, self.device.read_call(call.pid)
+
+    def _setter(self, counter: int) -> Callable[[Call], Reply]:
+        def set_function(call: Call) -> Reply:
+            self.device.set_call(counter, call.data, call.writable)
+            return 0, b""
+
+        return set_function
+
+    def _state_page(self, call: Call) -> Reply:
         """HWPERFD_PIOCSTATEPAGE: the name of the one page every process's
         rdtsc() and rdpmc() read; anyone may read /dev/pctr, so anyone may
         have it."""
         pages = self._state_pages()
         if pages is None:
             raise OSError(errno.EOPNOTSUPP, "state pages are off (--state-dir)")
-        path = pages.grant(PAGE, 0, call.uid, self.pages, public=True)
+        path = pages.grant(MACHINE_PAGE, 0, call.uid, self.pages, public=True)
         return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
 
     def release(self, fh: int, changed: Changed) -> None:

@@ -8,15 +8,26 @@ import errno
 from collections.abc import Collection
 from typing import Any
 
+from construct import Bytes, Int32ul, Int64ul
+
 from hwperfd.counters.durable import Item
 from hwperfd.counters.kernel import ptrace_readable
 from hwperfd.host import processes
-from hwperfd.node import Call, Changed, Mount
+from hwperfd.node import CONTROLS, HOLDER, PAGE, Call, Changed, Command, Mount, PageRef, Reply, dispatch, holding
 from hwperfd.perfctr import durable
 from hwperfd.perfctr.driver import PerfctrDevice
 from hwperfd.perfctr.pages import VperfctrPages
 import structs
 from structs import perfctr as abi
+
+# A call that sets, resumes, ends or attaches a vperfctr (or sets global
+# counters): refused or not (a control may have stopped the counters before
+# it was refused), its vperfctr's page is written again and the overflow tick
+# looks again (i-mode counters, resumed too); the hardware may change hands.
+# Reads leave a page as exact as it was.
+_CONTROLS = PAGE | CONTROLS | HOLDER
+_PATH = Bytes(abi.VPERFCTR_STATEPAGE_SIZE)  # hwperfd_vperfctr_statepage: a path
+_GLOBAL_CONTROL = abi.gperfctr_cpu_control
 
 
 class PerfctrNode:
@@ -33,25 +44,50 @@ class PerfctrNode:
         self.page_sources = (self.pages,)
         self._state_pages = mount.state_pages
         self._tgid_of = mount.tgid_of
+        self._holder = lambda: kernel.cpus.reservation.holder
+        # Its ioctl table (perfctr 2.6's init.c, virtual.c and global.c, in
+        # the driver's order: perfctr/driver.py).  Any vperfctr call may end
+        # an exited thread's vperfctr first, and with the last one the
+        # hardware goes back (HOLDER); a global start takes it.
+        run = self._call
+        self.table: dict[int, Command] = {
+            abi.PERFCTR_ABI: Command(run, 0, "PERFCTR_ABI", Int32ul),
+            abi.PERFCTR_INFO: Command(run, 0, "PERFCTR_INFO", abi.perfctr_info),
+            abi.PERFCTR_CPUS: Command(run, 0, "PERFCTR_CPUS", abi.perfctr_cpu_mask),
+            abi.PERFCTR_CPUS_FORBIDDEN: Command(run, 0, "PERFCTR_CPUS_FORBIDDEN", abi.perfctr_cpu_mask),
+            abi.VPERFCTR_ATTACH: Command(run, _CONTROLS, "VPERFCTR_ATTACH", abi.vperfctr_attach, refused=_CONTROLS),
+            abi.VPERFCTR_CONTROL: Command(run, _CONTROLS, "VPERFCTR_CONTROL", abi.vperfctr_control, refused=_CONTROLS),
+            abi.VPERFCTR_IRESUME: Command(run, _CONTROLS, "VPERFCTR_IRESUME", refused=_CONTROLS),
+            abi.VPERFCTR_IRESUME_NS: Command(run, _CONTROLS, "VPERFCTR_IRESUME_NS", Int64ul, refused=_CONTROLS),
+            abi.VPERFCTR_UNLINK: Command(run, _CONTROLS, "VPERFCTR_UNLINK", refused=_CONTROLS),
+            abi.VPERFCTR_READ_SUM: Command(run, HOLDER, "VPERFCTR_READ_SUM", abi.perfctr_sum_ctrs),
+            abi.VPERFCTR_READ_CONTROL: Command(run, HOLDER, "VPERFCTR_READ_CONTROL", abi.vperfctr_control),
+            abi.VPERFCTR_READ_STATE: Command(run, HOLDER, "VPERFCTR_READ_STATE", abi.vperfctr_state),
+            abi.VPERFCTR_OVERFLOW_NS: Command(run, HOLDER, "VPERFCTR_OVERFLOW_NS", Int64ul),
+            abi.VPERFCTR_STATEPAGE: Command(self._state_page, 0, "VPERFCTR_STATEPAGE", _PATH),
+            abi.GPERFCTR_CONTROL: Command(run, _CONTROLS, "GPERFCTR_CONTROL", _GLOBAL_CONTROL, refused=_CONTROLS),
+            abi.GPERFCTR_READ: Command(run, 0, "GPERFCTR_READ", abi.gperfctr_cpu_state),
+            abi.GPERFCTR_START: Command(run, HOLDER, "GPERFCTR_START"),
+            abi.GPERFCTR_STOP: Command(run, HOLDER, "GPERFCTR_STOP"),
+        }
 
-    def ioctl(self, call: Call, changed: Changed) -> tuple[int, bytes]:
-        if call.cmd == abi.VPERFCTR_STATEPAGE:
-            return self._state_page(call)
+    def ioctl(self, call: Call, changed: Changed) -> Reply:
+        return dispatch(self.table, call, changed, unknown=errno.EINVAL, pages=self._own_page, holder=self._holder)
+
+    def _own_page(self, call: Call) -> list[PageRef]:
+        """The page of the vperfctr the file is bound to, named before the
+        call (an unlink ends what names it); its thread may wait for this
+        answer."""
+        tid = self.device.bound_tid(call.fh)
+        return [] if tid is None else [(self.pages, tid, call.pid == tid)]
+
+    def _call(self, call: Call) -> Reply:
         tid = self.device.bound_tid(call.fh)
         if tid is not None:
             self.device.virtual.threads.touched.add(tid)  # another thread's vperfctr: its record
-        try:
-            reply = self.device(call.fh, call.cmd, call.arg, call.data, call.pid, call.uid)
-        finally:
-            # Refused calls too: a control may have stopped the counters before
-            # it was refused.  Reads leave a page as exact as it was.
-            if call.data or call.cmd in (abi.VPERFCTR_IRESUME, abi.VPERFCTR_IRESUME_NS, abi.VPERFCTR_UNLINK):
-                if tid is not None:
-                    changed.page(self.pages, tid, resplit=call.pid == tid)
-                changed.controls = True  # i-mode counters (resumed too) want the clock tick
-        return reply
+        return self.device(call.fh, call.cmd, call.arg, call.data, call.pid, call.uid)
 
-    def _state_page(self, call: Call) -> tuple[int, bytes]:
+    def _state_page(self, call: Call) -> Reply:
         """VPERFCTR_STATEPAGE: as HWPERFD_PIOCSTATEPAGE on a process file, the
         name goes only to the vperfctr's own process (its thread, or another
         of its threads), as a user who may read that process."""
@@ -74,7 +110,8 @@ class PerfctrNode:
 
     def release(self, fh: int, changed: Changed) -> None:
         tid = self.device.bound_tid(fh)
-        self.device.release(fh)
+        with holding(self._holder, changed):  # the last handle of the last vperfctr gives the hardware back
+            self.device.release(fh)
         if tid is not None:
             changed.page(self.pages, tid)  # the last handle's close may end the vperfctr
 

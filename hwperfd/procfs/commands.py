@@ -25,8 +25,11 @@ joined across writes); a longer write is refused with EFBIG.
 
 from __future__ import annotations
 
+import errno
 import re
 from fractions import Fraction
+
+from hwperfd.counters import errors
 
 #: Longest write(2) a file of the mount takes (below FUSE's 128 KiB pieces).
 MAX_WRITE = 64 * 1024
@@ -39,6 +42,21 @@ _PLAIN_NUMBER = re.compile(r"\d{1,15}(\.\d{1,9})?")
 
 class CommandError(ValueError):
     pass
+
+
+#: The errno a write(2) of commands answers for a counter refusal: the
+#: mount's own mapping, at its boundary (no personality's dialect).  ``lose``
+#: meets the first two; any other refusal is a command the state refuses.
+REFUSALS: dict[type[errors.CounterError], int] = {
+    errors.NotInUse: errno.EINVAL,
+    errors.NoSuchProcess: errno.ESRCH,
+    errors.NotPermitted: errno.EPERM,
+    errors.CountersBusy: errno.EBUSY,
+}
+
+
+def refusal(exc: errors.CounterError) -> int:
+    return REFUSALS.get(type(exc), errno.EINVAL)
 
 
 def duration_ns(text: str) -> int:

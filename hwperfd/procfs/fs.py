@@ -28,7 +28,6 @@ from hwperfd.counters.errors import CounterError
 from hwperfd.counters.kernel import CounterKernel, Signal, ptrace_readable
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
-from hwperfd.irix.errno_map import errno_of
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.node import Call, Changed, Ioctls, Mount, MountFilesFactory, Node, NodeFactory
 from hwperfd.procfs import commands, pinfo, statepages
@@ -171,7 +170,7 @@ class ProcFs(pyfuse3.Operations):
         self.threads = threads if threads is not None else ThreadTable(
             kernel.cpus.model, kernel.cpus.mhz, clock, kernel.profile, processes.read_thread_start
         )
-        self._writable: set[int] = set()  # handles open for writing (pctr's PCIOCSx needs one)
+        self._writable: set[int] = set()  # handles open for writing (``Call.writable``: a node's sets may need one)
         # What the personalities registered (hwperfd/node.py): the answers of
         # the mount's own files, and the nodes by inode and by name.
         mount_lent = Mount(kernel, clock, self.threads, signal, deliver, self._may_control,
@@ -479,7 +478,7 @@ class ProcFs(pyfuse3.Operations):
             log.info("refused command %r: %s", bytes(buf[:80]), exc)
             raise pyfuse3.FUSEError(errno.EINVAL) from None
         except CounterError as exc:
-            raise pyfuse3.FUSEError(errno_of(exc)) from None
+            raise pyfuse3.FUSEError(commands.refusal(exc)) from None
         finally:
             self._pages_changed(None if inode == CONTROL_INODE else handle.pid)
             self.after_write(None if inode == CONTROL_INODE else handle.pid)
@@ -540,10 +539,7 @@ class ProcFs(pyfuse3.Operations):
         node = self.nodes.get(handle.inode)
         if node is not None:
             changed = Changed()
-            holder = self.kernel.cpus.reservation.holder
             node.release(fh, changed)
-            if self.kernel.cpus.reservation.holder != holder:
-                changed.every_page = True  # counters given back: every personality's pages show it
             self._apply(changed)
         self._hold(handle, None)
         if handle.charged:
@@ -707,12 +703,9 @@ class ProcFs(pyfuse3.Operations):
             self._catch_up_events(None)
         call = Call(fh, cmd, arg, data, pid, uid, gid, writable, out_size, target, start, gone)
         changed = Changed()
-        holder = self.kernel.cpus.reservation.holder
         try:
             reply = files.ioctl(call, changed)
         finally:
-            if self.kernel.cpus.reservation.holder != holder:
-                changed.every_page = True  # counters taken or given back: every personality's pages show it
             self._apply(changed)
         if changed.fast_read and handle is not None:
             self._mark_fast(fh, handle, pid, uid, gid)

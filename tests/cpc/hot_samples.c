@@ -1,16 +1,13 @@
 /*
- * cpc_set_sample on a set the LWP bound on itself, as a profiler makes it,
- * one command per line on stdin, each answered with one line:
+ * cpc_set_sample on a set the LWP bound on itself, as a profiler makes it
+ * (tests/hot_client.h: m, f, q), and:
  *
  *   b       bind PAPI_tot_cyc (user+system) and PAPI_tot_ins (user): "bound tid=T"
  *   n       the same with CPC_OVF_NOTIFY_EMT on the first, far from overflow
  *   c N     the same (no notification) bound to CPU N (cpc_bind_cpu, root): "bound cpu=N"
  *   s       cpc_set_sample: "sample v0=A v1=B tick=T hrtime=H errno=E"
  *   i       HWPERFD_CPCIO_SAMPLE on <mount>/cpc (a round trip): "ioctl v0=A v1=B tick=T error=E"
- *   m       "maps N": live state pages mapped
- *   f       fork; the child does "s" and exits: "child ..."
  *   u       cpc_unbind: "unbound errno=E"
- *   q       exit
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,13 +18,15 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <libcpc.h>
+
+#include "hot_client.h"
 
 static cpc_t *cpc;
 static cpc_set_t *set;
 static cpc_buf_t *buf;
+static char path[4096];
 
 static void sample(const char *tag)
 {
@@ -66,76 +65,52 @@ static void bind(uint_t notify, int cpu)
 	fflush(stdout);
 }
 
+static void own(const char *line)
+{
+	struct hwperfd_cpc_io io;
+	int fd;
+
+	switch (line[0]) {
+	case 'b':
+		bind(0, -1);
+		break;
+	case 'n':
+		bind(CPC_OVF_NOTIFY_EMT, -1);
+		break;
+	case 'c':
+		bind(0, atoi(line + 1));
+		break;
+	case 's':
+		sample("sample");
+		break;
+	case 'i':
+		memset(&io, 0, sizeof io);
+		io.ci_target = HWPERFD_CPC_LWP;
+		fd = open(path, O_RDONLY);
+		if (fd < 0 || ioctl(fd, HWPERFD_CPCIO_SAMPLE, &io) < 0)
+			printf("ioctl errno=%d\n", errno);
+		else
+			printf("ioctl v0=%llu v1=%llu tick=%llu error=%d\n", (unsigned long long)io.ci_data[0],
+			    (unsigned long long)io.ci_data[1], (unsigned long long)io.ci_tick, (int)io.ci_error);
+		if (fd >= 0)
+			close(fd);
+		fflush(stdout);
+		break;
+	case 'u':
+		errno = 0;
+		cpc_unbind(cpc, set);
+		printf("unbound errno=%d\n", errno);
+		fflush(stdout);
+		break;
+	}
+}
+
 int
 main(void)
 {
-	char line[64], path[4096], maps[512];
-	const char *mount = getenv("HWPERFD_MOUNT");
-	struct hwperfd_cpc_io io;
-	FILE *f;
-	int fd, n;
-	pid_t child;
-
 	signal(SIGEMT, SIG_IGN);
-	snprintf(path, sizeof path, "%s/cpc", mount ? mount : "/run/hwperfd");
+	hot_node_path(path, sizeof path, "cpc");
 	if ((cpc = cpc_open(CPC_VER_CURRENT)) == NULL)
 		return 1;
-	printf("ready\n");
-	fflush(stdout);
-	while (fgets(line, sizeof line, stdin) != NULL) {
-		switch (line[0]) {
-		case 'b':
-			bind(0, -1);
-			break;
-		case 'n':
-			bind(CPC_OVF_NOTIFY_EMT, -1);
-			break;
-		case 'c':
-			bind(0, atoi(line + 1));
-			break;
-		case 's':
-			sample("sample");
-			break;
-		case 'i':
-			memset(&io, 0, sizeof io);
-			io.ci_target = HWPERFD_CPC_LWP;
-			fd = open(path, O_RDONLY);
-			if (fd < 0 || ioctl(fd, HWPERFD_CPCIO_SAMPLE, &io) < 0)
-				printf("ioctl errno=%d\n", errno);
-			else
-				printf("ioctl v0=%llu v1=%llu tick=%llu error=%d\n", (unsigned long long)io.ci_data[0],
-				    (unsigned long long)io.ci_data[1], (unsigned long long)io.ci_tick, (int)io.ci_error);
-			if (fd >= 0)
-				close(fd);
-			fflush(stdout);
-			break;
-		case 'm':
-			n = 0;
-			if ((f = fopen("/proc/self/maps", "r")) != NULL) {
-				while (fgets(maps, sizeof maps, f) != NULL)
-					n += strstr(maps, "hwperfd-state") != NULL && strstr(maps, "(deleted)") == NULL;
-				fclose(f);
-			}
-			printf("maps n=%d\n", n);
-			fflush(stdout);
-			break;
-		case 'f':
-			child = fork();
-			if (child == 0) {
-				sample("child");
-				_exit(0);
-			}
-			waitpid(child, NULL, 0);
-			break;
-		case 'u':
-			errno = 0;
-			cpc_unbind(cpc, set);
-			printf("unbound errno=%d\n", errno);
-			fflush(stdout);
-			break;
-		case 'q':
-			return 0;
-		}
-	}
-	return 0;
+	return hot_serve(own, sample);
 }

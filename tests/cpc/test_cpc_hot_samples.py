@@ -12,15 +12,13 @@ stopped (SIGSTOP): a FUSE request would wait for it.
 from __future__ import annotations
 
 import errno
-import re
-import select
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import NOBODY, ROOT, start_hwperfd, stop_hwperfd
+from tests.conftest import start_hwperfd, stop_hwperfd
+from tests.hot_client import Program, Stopped, build
 from tests.cpc.conftest import HERE, MHZ
 
 MS = 1_000_000
@@ -28,55 +26,7 @@ MS = 1_000_000
 
 @pytest.fixture(scope="module")
 def hot_samples(shared_tmp) -> Path:
-    subprocess.run(["make", "-s", "-C", str(ROOT / "lib"), "libcpc"], check=True)
-    out = shared_tmp / "cpc-bin"
-    out.mkdir(mode=0o755, exist_ok=True)
-    target = out / "hot_samples"
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", "-o", str(target),
-                    str(HERE / "hot_samples.c"), str(ROOT / "lib" / "libcpc.a"), "-pthread"], check=True)  # fmt: skip
-    return target
-
-
-class Program:
-    def __init__(self, binary: Path, mount, *, nobody: bool = False) -> None:
-        prefix = NOBODY if nobody else []
-        self.proc = subprocess.Popen([*prefix, str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=mount.env())  # fmt: skip
-        assert self.line() == "ready"
-
-    def line(self, timeout: float = 20.0) -> str:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            raise TimeoutError("no answer")
-        return self.proc.stdout.readline().strip()
-
-    def send(self, command: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-
-    def ask(self, command: str, timeout: float = 20.0) -> dict[str, int]:
-        self.send(command)
-        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", self.line(timeout))}
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-class Stopped:
-    """The daemon stopped: nothing it would have to answer is answered."""
-
-    def __init__(self, mount) -> None:
-        self.mount = mount
-
-    def __enter__(self) -> None:
-        self.mount.process.send_signal(signal.SIGSTOP)
-
-    def __exit__(self, *exc: object) -> None:
-        self.mount.process.send_signal(signal.SIGCONT)
+    return build(shared_tmp / "cpc-bin", HERE / "hot_samples.c", "libcpc")
 
 
 def values(answer: dict[str, int]) -> tuple[int, int, int]:

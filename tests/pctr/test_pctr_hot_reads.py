@@ -10,11 +10,9 @@ A read "needs no round trip" when it is answered while the daemon is stopped
 
 from __future__ import annotations
 
+import fcntl
 import os
-import re
-import select
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -22,7 +20,11 @@ import pytest
 
 import structs
 from structs.pctr import PCTR_EN, PCTR_K, PCTR_U
-from tests.conftest import NOBODY, ROOT, running_hwperfd, start_hwperfd, stop_hwperfd
+from structs import perfctr as abi
+from tests.conftest import running_hwperfd, start_hwperfd, stop_hwperfd
+from tests.cpc.conftest import cpc_programs, driver  # noqa: F401 - fixtures: cpc_driver.c
+from tests.hot_client import Program, Stopped, build
+from tests.waiting import wait_for
 from tests.pctr.conftest import HERE, MHZ, clear_functions
 
 MS = 1_000_000  # cycles in 1 ms at 1000 MHz
@@ -31,13 +33,7 @@ FN = 0x3C | PCTR_U | PCTR_K | PCTR_EN  # unhalted cycles, user and kernel
 
 @pytest.fixture(scope="module")
 def hot_reads(shared_tmp) -> Path:
-    subprocess.run(["make", "-s", "-C", str(ROOT / "lib"), "libpctr"], check=True)
-    out = shared_tmp / "pctr-bin"
-    out.mkdir(mode=0o755, exist_ok=True)
-    target = out / "hot_reads"
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", "-o", str(target),
-                    str(HERE / "hot_reads.c"), str(ROOT / "lib" / "libpctr.a"), "-lpthread"], check=True)  # fmt: skip
-    return target
+    return build(shared_tmp / "pctr-bin", HERE / "hot_reads.c", "libpctr")
 
 
 @pytest.fixture(scope="module")
@@ -48,41 +44,6 @@ def two_cpus(shared_tmp):
         clear_functions(m, 2)
         yield m
         clear_functions(m, 2)
-
-
-class Program:
-    def __init__(self, binary: Path, mount, *, cpu: int | None = None, nobody: bool = False) -> None:
-        prefix = NOBODY if nobody else []
-        pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
-        self.proc = subprocess.Popen([*pin, *prefix, str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=mount.env())  # fmt: skip
-        assert self.line() == "ready"
-
-    def line(self, timeout: float = 20.0) -> str:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            raise TimeoutError("no answer")
-        return self.proc.stdout.readline().strip()
-
-    def ask(self, command: str, timeout: float = 20.0) -> dict[str, int]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", self.line(timeout))}
-
-    def page(self) -> Path:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("m\n")
-        self.proc.stdin.flush()
-        n, path = self.line().split()[1:]
-        assert int(n) >= 1, "no state page mapped"
-        return Path(path)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
 
 
 def set_function(mount, counter: int, fn: int) -> None:
@@ -96,17 +57,6 @@ def set_function(mount, counter: int, fn: int) -> None:
         fcntl.ioctl(fd, PCIOCS[counter], struct.pack("I", fn))
     finally:
         os.close(fd)
-
-
-def stopped(mount):
-    class Stopped:
-        def __enter__(self):
-            mount.process.send_signal(signal.SIGSTOP)
-
-        def __exit__(self, *exc):
-            mount.process.send_signal(signal.SIGCONT)
-
-    return Stopped()
 
 
 def page_flags(path: Path) -> int:
@@ -126,14 +76,14 @@ def test_rdtsc_and_rdpmc_read_the_callers_cpu_from_the_page_as_pciocrd_does(two_
         for program in (on0, on1):
             program.ask("r")  # the first read asks the daemon, and maps the page
         first1, first0 = on1.ask("i"), on0.ask("i")
-        with stopped(two_cpus):
+        with Stopped(two_cpus):
             read1, read0 = on1.ask("r", timeout=5), on0.ask("r", timeout=5)
         assert read1["errno"] == read0["errno"] == 0
         assert (read1["tsc"], read1["pmc0"]) == (first1["tsc"], first1["pmc0"])
         assert (read0["tsc"], read0["pmc0"]) == (first0["tsc"], first0["pmc0"])
         assert read1["pmc0"] != read0["pmc0"]  # each its own CPU's
         two_cpus.control("advance-cpu 1 1ms")  # the daemon writes the page before the write returns
-        with stopped(two_cpus):
+        with Stopped(two_cpus):
             after = on1.ask("r", timeout=5)
         assert after["tsc"] - read1["tsc"] == MS and after["pmc0"] - read1["pmc0"] == MS
         assert stat_mode(on1.page()) == 0o444  # one page, for everyone: anyone may read /dev/pctr
@@ -169,7 +119,7 @@ def test_a_forked_child_reads_the_page_too(two_cpus, hot_reads):
     program = Program(hot_reads, two_cpus, cpu=0)
     try:
         mine = program.ask("r")
-        with stopped(two_cpus):
+        with Stopped(two_cpus):
             child = program.ask("f", timeout=5)
         assert child == mine
     finally:
@@ -223,3 +173,39 @@ def test_reads_after_a_restart_come_from_the_new_daemon_never_the_old_page(share
         if program is not None:
             program.close()
         stop_hwperfd(mount)
+
+
+def pctr_page_falls_back(page: Path) -> bool:
+    """pctr's one page tells its readers to ask the daemon (another personality holds the counters)."""
+    return bool(structs.hwperfd_state_t.parse(page.read_bytes()).hs_flags & structs.HWPERFD_STATE_FALLBACK)
+
+
+def test_the_page_shows_the_hardware_another_personality_takes_or_gives_back_by_a_call_or_a_close(two_cpus, driver):  # noqa: F811
+    """A vperfctr's attach and unlink, and a libcpc CPU binding's bind and
+    close, each take or give back the hardware: pctr's page says so by the
+    time the call answers (the close: soon after the process exits)."""
+    node = two_cpus.path / "perfctr"
+    clear_functions(two_cpus, 2)  # pctr holds nothing
+    assert wait_for(lambda: "reserved-by -" in node.read_text()), node.read_text()
+    fd = os.open(two_cpus.path / "pctr", os.O_RDONLY)
+    try:
+        reply = fcntl.ioctl(fd, structs.HWPERFD_PIOCSTATEPAGE, bytes(structs.hwperfd_statepage_t.sizeof()))
+    finally:
+        os.close(fd)
+    page = Path(structs.hwperfd_statepage_t.parse(reply).hp_path)
+    assert not pctr_page_falls_back(page)
+    vfd = os.open(node, os.O_RDONLY)
+    try:
+        fcntl.ioctl(vfd, abi.VPERFCTR_ATTACH, abi.vperfctr_attach.build({"tid": 0, "creat": 1}))
+        assert pctr_page_falls_back(page)  # perfctr-virtual holds the counters
+        fcntl.ioctl(vfd, abi.VPERFCTR_UNLINK)
+        assert not pctr_page_falls_back(page)
+    finally:
+        os.close(vfd)
+    cpu = driver(two_cpus)
+    cpu("add PAPI_tot_cyc 0 6")
+    assert cpu("bindcpu 0") == "ok"
+    assert pctr_page_falls_back(page)  # cpc holds them
+    cpu.proc.kill()  # its file closes with it: the binding goes, and the hardware
+    cpu.proc.wait()
+    assert wait_for(lambda: not pctr_page_falls_back(page))

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from hwperfd.node import CONTROLS, COUNTS, PAGE, PAGES, TEXTS, Call, Changed, Command, dispatch
+from hwperfd.node import CONTROLS, COUNTS, HOLDER, PAGE, PAGES, TEXTS, Call, Changed, Command, dispatch
 from tests.conftest import ROOT
 
 FS = ROOT / "hwperfd" / "procfs" / "fs.py"
@@ -35,8 +35,7 @@ def test_the_filesystem_builds_no_personality():
         elif isinstance(node, ast.Import):
             imported |= {alias.name for alias in node.names}
     personalities = ("hwperfd.irix", "hwperfd.pctr", "hwperfd.cpc", "hwperfd.perfctr")
-    # The errno contract of a counter refusal is all it takes from one (the control node's text commands).
-    assert {name for name in imported if name.startswith(personalities)} <= {"hwperfd.irix.errno_map.errno_of"}
+    assert not {name for name in imported if name.startswith(personalities)}
 
 
 def _call(cmd: int, target: int = 0) -> Call:
@@ -74,3 +73,34 @@ def test_every_page_is_one_report():
     changed = Changed()
     changed.report(PAGES)
     assert changed.every_page and changed.pages == []
+
+
+def test_a_node_names_its_pages_before_the_call_and_a_refusal_reports_what_it_may_have_changed():
+    bound = {3: 77}  # the file's vperfctr, say: the call ends it
+
+    def end(call: Call):
+        del bound[call.fh]
+        raise OSError(errno.ESRCH, "gone before it answered")
+
+    table = {1: Command(end, PAGE | CONTROLS | TEXTS, refused=PAGE | CONTROLS)}
+    changed = Changed()
+    with pytest.raises(OSError):
+        dispatch(table, _call(1), changed, pages=lambda call: [("src", bound[call.fh], True)])
+    assert changed.pages == [("src", 77, True)] and changed.controls and not changed.texts
+
+
+def test_the_hardware_changing_hands_is_every_page_and_only_then():
+    holder = [None]
+
+    def take(call: Call):
+        holder[0] = "pctr"
+        return 0, b""
+
+    table = {1: Command(take, HOLDER), 2: Command(lambda call: (0, b""), HOLDER)}
+    taken, kept = Changed(), Changed()
+    dispatch(table, _call(1), taken, holder=lambda: holder[0])
+    dispatch(table, _call(1), kept, holder=lambda: holder[0])  # held already: no change of hands
+    assert taken.every_page and not kept.every_page
+    with pytest.raises(OSError) as unknown:
+        dispatch(table, _call(9), Changed(), unknown=errno.EINVAL)
+    assert unknown.value.errno == errno.EINVAL  # a personality whose original said so
