@@ -177,10 +177,15 @@ class RealClock:
     def _exited_times(self, pid: int) -> CpuTimes | None:
         info = processes.read_process(pid)
         final = self._final[pid]
-        if info is not None and not info.zombie and (processes.read_cpu_total(pid) or 0) < sum(final):
-            # A live process under that pid that has run less than the record
-            # says is a new one: the record was its predecessor's.  (One that
-            # has run as long is the same, still in the rest of its exit.)
+        if info is not None and not info.zombie and (
+            not info.exiting or (processes.read_cpu_total(pid) or 0) < sum(final)
+        ):
+            # A live process under that pid that is not exiting, or has run
+            # less than the record says, is a new one: the record was its
+            # predecessor's, kept since that exit (every exit's is, and a
+            # fork of an uncounted parent clears none).  The process the
+            # record is of is in the rest of its exit (do_exit sends the
+            # record before exit_notify makes it a zombie: PF_EXITING).
             self.forget(pid)
             return self.process_times(pid)
         total = final[0] + final[1]

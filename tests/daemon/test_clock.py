@@ -3,6 +3,10 @@ division of CPU time never moves time already counted."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 from hwperfd import clock as clock_module
 from hwperfd.clock import RealClock
 from hwperfd.host import processes
@@ -62,3 +66,30 @@ def test_the_exit_record_is_reached_as_far_as_counted_time_allows(monkeypatch):
     assert clock.process_times(7) == (101 * TICK, 9 * TICK)
     clock.exited(7, 50 * TICK, 60 * TICK)  # more system than the 10 ticks left allow
     assert clock.process_times(7) == (101 * TICK, 9 * TICK)
+
+
+def test_an_exit_record_left_by_the_pids_last_owner_is_not_the_new_process():
+    """Every exit's record is kept (its process's fork may be applied later),
+    and the pid may pass to a new process before anything asks about it: a
+    live process that is not exiting is not the one the record is of, even
+    when it has run longer.  Taken for it, its user-mode loop settled towards
+    the predecessor's all-system split and counted no user time (PAPI's
+    reset and tenth, 1 run in 8 under load, columns of 20 M multiply-adds
+    counting 18 us)."""
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        deadline = time.monotonic() + 60
+        while (processes.read_cpu_total(child.pid) or 0) < 30_000_000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        clock = RealClock(2)
+        clock.exited(child.pid, 0, 20_000_000)  # the pid's last owner: 20 ms, all of it system
+        first = clock.process_times(child.pid)
+        while sum(clock.process_times(child.pid)) < sum(first) + 100_000_000 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        later = clock.process_times(child.pid)
+        ran = sum(later) - sum(first)
+        assert ran >= 100_000_000
+        assert later[0] - first[0] >= 0.9 * ran  # a user-mode loop's new time is user time
+    finally:
+        child.kill()
+        child.wait()
