@@ -155,6 +155,7 @@ class Daemon:
         # contexts: the connector socket's filter drops the rest in the kernel.
         self.threads.on_processes_changed = self._refilter
         self.filtered_for: frozenset[int] | None = None
+        self._thread_version = 0  # the kernel's thread_version the filter was last built for
         self.accounting: taskstats.ExitAccounting | None = None
         # Exit records held back a round (see _catch_up_events).
         self._held: list[taskstats.ExitRecord] = []
@@ -277,7 +278,8 @@ class Daemon:
         contexts (before a bind's reply: its threads' forks must come)."""
         if self.events is None:
             return
-        watched = self.threads.processes()
+        watched = self.threads.processes() | self.kernel.thread_processes()
+        self._thread_version = self.kernel.thread_version
         if watched != self.filtered_for:
             self.events.watch_threads(watched)
             self.filtered_for = watched
@@ -588,6 +590,9 @@ class Daemon:
                 elif isinstance(event, procevents.ExitEvent):
                     if self.accounting is None and event.pid != event.tgid:
                         self._thread_ended(event.tgid, event.pid)
+                    if event.pid != event.tgid and self.kernel.thread_gone(event.pid):
+                        touched.add(event.pid)
+                        changed = True
                     threads.append(ThreadExited(event.tgid, event.pid))
                     self.signals.forget_thread(event.tgid, event.pid)
                     if event.pid == event.tgid:
@@ -620,7 +625,7 @@ class Daemon:
                         if item.pid in armed:
                             self.fs.faults.forget(item.pid)  # a later process may get the pid
                 zombies = self.lifecycle.zombies()
-                changed = self.lifecycle.apply(batch)
+                changed |= self.lifecycle.apply(batch)
                 if self.lifecycle.zombies() > zombies and self._exits_seen is not None:
                     self._exits_seen.set()
         if pid is not None:
@@ -643,7 +648,10 @@ class Daemon:
         if self.durable is not None and self.durable.pending:
             self._put_back((pid, target) if 0 < target < MAX_PID_INODE else (pid,))
         try:
-            return self.fs.ioctl(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
+            reply = self.fs.ioctl(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
+            if self.kernel.thread_version != self._thread_version:
+                self._refilter()  # an IRIX thread's own counters: its end must come through
+            return reply
         except OSError as exc:
             if exc.errno in (errno.EBUSY, errno.EAGAIN):
                 trace.active.refused(self.fs.personality(ino), pid, uid, cmd, exc.errno)
@@ -737,6 +745,7 @@ class Daemon:
                 if record.tgid and record.pid != record.tgid and not record.aggregate:
                     # Only threads of processes something counts: a thread
                     # storm of an uncounted process costs no more than this test.
+                    self.kernel.thread_gone(record.pid)  # its own IRIX counters go with it
                     if self.threads.has_process(record.tgid) or self.kernel.is_counting(record.tgid):
                         # A thread's last run, for its per-thread counters (applied after this).
                         self.clock.thread_exited(record.tgid, record.pid, *record.split())

@@ -85,6 +85,14 @@ static const char *redirect(const char *path, int flags, char *buf, size_t size)
     digits = strspn(p, "0123456789");
     if (digits == 0 || digits > 10 || !(p[digits] == '\0' || (p[digits] == '/' && p[digits + 1] == '\0')))
         return NULL;
+    if (*sub == '\0' && strtol(p, NULL, 10) == (long)getpid() && gettid() != getpid()) {
+        /* A thread's own "/proc/<getpid()>": on IRIX each thread of an -mp
+         * or sproc(2) program is a process of the share group, with its own
+         * pid and counters (sproc(2)); here the thread's file is its own. */
+        if (snprintf(buf, size, "%s/%d", mount_point(), (int)gettid()) >= (int)size)
+            return NULL;
+        return buf;
+    }
     if (snprintf(buf, size, "%s/%s%.*s", mount_point(), sub, (int)digits, p) >= (int)size)
         return NULL;
     return buf;
@@ -281,12 +289,16 @@ static void map_page(ioctl_fn real, int fd)
     struct stat st;
     int page_fd;
 
-    forget_page();
+    if (fd == own.fd)
+        forget_page();
     if (!real_open)
         real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
     memset(&arg, 0, sizeof arg);
+    /* A thread's own file has no page (the daemon answers the process's
+     * main file only): the process's page, if mapped, stays. */
     if (fstat(fd, &st) != 0 || real(fd, HWPERFD_PIOCSTATEPAGE, &arg) < 0)
         return;
+    forget_page();
     arg.hp_path[sizeof arg.hp_path - 1] = '\0';
     page_fd = real_open(arg.hp_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (page_fd < 0 || hwperfd_state_map_fd(page_fd, &own.reader) != 0)

@@ -37,6 +37,8 @@ SYSTEM_MODE_SERVICE = "irix-system-mode"  # the name IRIX system mode reserves t
 class TimeSource(Protocol):
     def process_times(self, pid: int) -> CpuTimes | None: ...
 
+    def thread_times(self, pid: int, tid: int) -> CpuTimes | None: ...
+
     def cpu_times(self, cpu: int) -> CpuTimes: ...
 
 
@@ -45,7 +47,9 @@ class Task(Protocol):
 
     Optional, read with ``getattr``: ``start`` (its start time; with the pid,
     the process's identity), ``euid``/``suid``/``gid``/``egid``/``sgid`` and
-    ``dumpable`` (the credentials the kernel's ptrace-read rule looks at).
+    ``dumpable`` (the credentials the kernel's ptrace-read rule looks at);
+    ``thread_of``: for a thread other than its process's main one, that
+    process (its counters are then the thread's own: see ``enable``).
     Read-only members, so that frozen records and lazy properties fit too.
     """
 
@@ -271,6 +275,10 @@ class CounterKernel:
         self._gone = gone  # a process's state went: whatever it was owed goes too
         self._cancel = cancel  # (pid, signal): its counters no longer raise it; what is owed of it goes
         self._procs: dict[int, _ProcessRecord] = {}
+        # Records kept under a thread's tid (not its process's main one): the
+        # thread's process, whose clock has the thread's own CPU time.
+        self._thread_of: dict[int, int] = {}
+        self.thread_version = 0  # moves whenever a thread's own record comes or goes
         # Pids given a request that can raise overflow signals, in that order:
         # signalling() looks at these, not at every record (it runs after every
         # request that changes controls, and 10 000 processes may be counting).
@@ -291,7 +299,10 @@ class CounterKernel:
 
         Always the process's own counters (IRIX 6.5's piocenevctrsex passes
         HWPERF_PROC): kernel mode counts its own kernel time and needs only
-        root.  PIOCENEVCTRSEX passes ``restore``: counting starts from those
+        root.  A ``target`` that is a thread other than its process's main
+        one (``thread_of``) counts that thread's CPU time alone, as each
+        member of an IRIX share group (sproc(2)) is a process with counters
+        of its own.  PIOCENEVCTRSEX passes ``restore``: counting starts from those
         counts and, if its generation is not 0, under that generation.
         """
         request.validate(self.cpus, root=caller.root)
@@ -591,9 +602,29 @@ class CounterKernel:
     def forget(self, pid: int) -> None:
         """Free the state of a process that is gone."""
         self._procs.pop(pid, None)
+        if self._thread_of.pop(pid, None) is not None:
+            self.thread_version += 1
         self._armed.pop(pid, None)  # signalling() runs only on the real clock's tick
         self._profiles.pop(pid, None)
         self._gone(pid)
+
+    def thread_gone(self, tid: int) -> bool:
+        """Thread ``tid`` (not a process's main thread) ended: its own
+        counters go with it, as an exited share-group member's do when
+        nobody waits for it; True if it had some."""
+        if tid not in self._thread_of:
+            return False
+        self.forget(tid)
+        return True
+
+    def thread_record(self, tid: int) -> int:
+        """The process whose thread ``tid`` has counters of its own, else 0."""
+        return self._thread_of.get(tid, 0)
+
+    def thread_processes(self) -> frozenset[int]:
+        """The processes some of whose threads have counters of their own:
+        their threads' ends must be seen."""
+        return frozenset(self._thread_of.values())
 
     def revoke(self, target: Task) -> bool:
         """What a less privileged user set up on ``target`` goes when the
@@ -899,7 +930,12 @@ class CounterKernel:
         record = self._current(target)
         if record is not None and record.state is State.ENABLED:
             raise CountersBusy(f"pid {target.pid} is already using the counters")
-        seen = self.time.process_times(target.pid)
+        if record is None:
+            process = int(getattr(target, "thread_of", 0) or 0)
+            if process and process != target.pid:
+                self._thread_of[target.pid] = process
+                self.thread_version += 1
+        seen = self._times(target.pid)
         if seen is None:
             raise NoSuchProcess(f"pid {target.pid} is gone")
         generation = record.generation + 1 if record else 1
@@ -921,7 +957,7 @@ class CounterKernel:
 
     def _catch_up(self, record: _ProcessRecord, now: CpuTimes | None = None) -> None:
         if now is None:
-            now = self.time.process_times(record.pid)
+            now = self._times(record.pid)
         if now is None:
             return
         user = max(0, now[0] - record.seen[0])
@@ -999,7 +1035,7 @@ class CounterKernel:
         PIOCENEVCTRS would, under a generation above every earlier one."""
         if self._system is not None:
             raise CountersBusy("the counters are in use in system mode")
-        seen = self.time.process_times(target.pid)
+        seen = self._times(target.pid)
         if seen is None or record.exited:
             raise NoSuchProcess(f"pid {target.pid} is gone")
         generation = record.generation + 1
@@ -1066,17 +1102,25 @@ class CounterKernel:
             record.start = start
         return record
 
+    def _times(self, pid: int) -> CpuTimes | None:
+        """The CPU time a record under ``pid`` counts: its process's, or for
+        a thread's own record, the thread's."""
+        process = self._thread_of.get(pid)
+        if process is not None:
+            return self.time.thread_times(process, pid)
+        return self.time.process_times(pid)
+
     def _not_in_use(self, pid: int) -> CounterError:
         """EINVAL for a live process without counters; ESRCH for one that is
         gone (root's calls never look the target up before this)."""
-        if self.time.process_times(pid) is None:
+        if self._times(pid) is None:
             return NoSuchProcess(f"pid {pid} is gone")
         return NotInUse(f"pid {pid} is not using the counters")
 
     def _parent_record(self, pid: int, start: int = 0) -> _ProcessRecord:
         record = self._procs.get(pid)
         if record is None:
-            seen = self.time.process_times(pid) or (0, 0)
+            seen = self._times(pid) or (0, 0)
             record = _ProcessRecord(
                 pid, ControlBlock(CounterRequest.build([])), 1, State.RELEASED, seen, 0, start=start
             )

@@ -59,6 +59,15 @@ class Target:
     def uid(self) -> int:
         return self._info.uid
 
+    @cached_property
+    def thread_of(self) -> int:
+        """The process whose thread this is, when the file stands for a
+        thread other than its process's main one (hwperfd-run opens such a
+        file for a thread's own "/proc/<getpid()>"); else 0."""
+        self._info  # noqa: B018 - gone (ESRCH) before anything is asked of it
+        group = processes.thread_group(self.pid)
+        return group if group is not None and group != self.pid else 0
+
     @property
     def euid(self) -> int:
         return self._info.euid

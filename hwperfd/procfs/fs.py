@@ -350,6 +350,12 @@ class ProcFs(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EACCES)
         pidfd = processes.open_pidfd(pid, info.start)
         if pidfd is None:
+            # A thread other than its process's main one: hwperfd-run sends a
+            # thread's own "/proc/<getpid()>" here (docs/irix.md, Threads).
+            group = processes.thread_group(pid)
+            if group is not None and group != pid:
+                pidfd = processes.open_thread_pidfd(group, pid, info.start)
+        if pidfd is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         self._open_files[(pid, info.start)] += 1
         return Handle(inode, pid, info.start, pidfd, ctx.uid, ctx.gid, ctx.pid)

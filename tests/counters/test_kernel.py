@@ -19,10 +19,20 @@ class Ledger:
 
     def __init__(self, cpus=2):
         self.procs = {}
+        self.threads = {}  # (pid, tid) -> times
         self.cpus = [(0, 0)] * cpus
 
     def process_times(self, pid):
         return self.procs.get(pid)
+
+    def thread_times(self, pid, tid):
+        return self.threads.get((pid, tid))
+
+    def run_thread(self, pid, tid, user_ns, system_ns=0):
+        """Thread ``tid`` of ``pid`` ran: so did its process."""
+        u, s = self.threads.get((pid, tid), (0, 0))
+        self.threads[(pid, tid)] = (u + user_ns, s + system_ns)
+        self.run(pid, user_ns, system_ns)
 
     def cpu_times(self, cpu):
         return self.cpus[cpu]
@@ -33,8 +43,9 @@ class Ledger:
 
 
 class Proc:
-    def __init__(self, pid, uid=1000, pgid=None):
+    def __init__(self, pid, uid=1000, pgid=None, thread_of=0):
         self.pid, self.uid, self.pgid, self.processor = pid, uid, pgid or pid, 0
+        self.thread_of = thread_of
 
 
 @pytest.fixture
@@ -68,6 +79,30 @@ def test_cycles_follow_user_time_at_the_clock_rate(kernel, ledger):
     generation, counts = kernel.read(me(p), p)
     assert generation == gen
     assert counts[0] == counts[16] == 1_000_000  # user time only
+
+
+def test_a_threads_own_counters_count_its_time_and_go_with_it(kernel, ledger):
+    """A thread's own record (its file opened by the thread itself) counts
+    the thread's CPU time alone under generations of its own; the process's
+    record counts every thread; the thread's end frees its record."""
+    main, worker = Proc(40), Proc(41, pgid=40, thread_of=40)
+    ledger.run(40, 0)
+    ledger.run_thread(40, 41, 0)
+    assert kernel.enable(me(main), main, user(0)) == 1
+    assert kernel.enable(me(main), worker, user(0)) == 1
+    assert kernel.thread_processes() == frozenset({40})
+    ledger.run_thread(40, 41, 3 * MS)
+    ledger.run(40, 2 * MS)  # the main thread
+    assert kernel.read(me(main), worker) == (1, (600_000,) + (0,) * 31)
+    assert kernel.read(me(main), main)[1][0] == 1_000_000
+    assert kernel.set_control(me(main), worker, user(0)) == 3
+    assert kernel.read(me(main), main)[0] == 1
+    assert kernel.thread_gone(41) and not kernel.thread_gone(41)
+    assert kernel.thread_processes() == frozenset()
+    with pytest.raises(NoSuchProcess):
+        kernel.read(me(main), worker)
+    assert not kernel.thread_gone(40)  # a process's main thread is the process
+    assert kernel.read(me(main), main)[1][0] == 1_000_000
 
 
 def test_profile_rates_derive_other_events(kernel, ledger):
