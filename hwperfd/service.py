@@ -275,11 +275,12 @@ class Daemon:
 
     def _refilter(self) -> None:
         """Let through the thread events of the processes with thread
-        contexts (before a bind's reply: its threads' forks must come)."""
+        contexts (before a bind's reply: its threads' forks must come), and
+        of those with IRIX counters on a thread's own file (its end frees them)."""
+        self._thread_version = self.kernel.thread_version
         if self.events is None:
             return
         watched = self.threads.processes() | self.kernel.thread_processes()
-        self._thread_version = self.kernel.thread_version
         if watched != self.filtered_for:
             self.events.watch_threads(watched)
             self.filtered_for = watched
