@@ -105,6 +105,10 @@ int main(void)
     pthread_barrier_wait(&changed);
     for (i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
+    puts("joined");
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin))
+        return 1;
     report("main", fd);
     return ioctl(fd, PIOCRELEVCTRS) < 0;
 }
@@ -159,12 +163,12 @@ def test_each_thread_counts_its_own_time_under_its_own_generation(manual_mount, 
         manual_mount.control(f"advance-thread {tids['thread0']} 10ms")
         manual_mount.control(f"advance-thread {tids['thread1']} 30ms")
         manual_mount.control(f"advance {pid} 5ms")
-        out, err = proc.communicate("go\n", timeout=30)
+        out, err = proc.communicate("go\ngo\n", timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    reads = [line.split() for line in out.splitlines()]
+    reads = [line.split() for line in out.splitlines() if line != "joined"]
     by_thread: dict[str, list[tuple[int, int]]] = {}
     for who, _, gen, _, cycles in reads:
         by_thread.setdefault(who, []).append((int(gen), int(cycles)))
@@ -187,7 +191,35 @@ def test_a_thread_file_is_refused_to_another_user(manual_mount, program):
         )  # fmt: skip
         assert probe.returncode != 0
         assert "PermissionError" in probe.stderr
+        proc.communicate("go\ngo\n", timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _with_counters(mount) -> int:
+    text = (mount.path / "control").read_text()
+    return int(next(line for line in text.splitlines() if line.startswith("processes with counters")).split()[-1])
+
+
+def test_a_threads_counters_go_when_it_ends(real_mount, program):
+    """Each thread's own counters are state the daemon keeps for it: when
+    the thread ends they go (its process's stay), so threads that come and
+    go cannot grow the daemon."""
+    before = _with_counters(real_mount)
+    proc = _start(program, real_mount, "nobody")
+    try:
+        _lines_until(proc, "ready")
+        assert _with_counters(real_mount) == before + 3
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        _lines_until(proc, "joined")
+        deadline = time.monotonic() + 20
+        while _with_counters(real_mount) > before + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _with_counters(real_mount) == before + 1  # the process's own, on the main thread's file
         proc.communicate("go\n", timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
+    assert proc.returncode == 0
