@@ -563,12 +563,6 @@ class Daemon:
                 more |= self.accounting is not None and self.accounting.backlog
             self.fs.fast.hold(bool(self._held))
             already = {id(record) for record in held}
-            for record in self._held:
-                # A held process exit is applied a round later, but its times
-                # are final now: a read of the zombie meanwhile settles on them
-                # (told once: a storm holds hundreds, round after round).
-                if isinstance(record, taskstats.TaskExit) and record.whole_group and id(record) not in already:
-                    self.clock.exited(record.pid, *record.split())
             records += announced
             batch = self._exit_events(records)
             # taskstats' whole-group exits: every thread of those processes is gone.
@@ -578,9 +572,9 @@ class Daemon:
             for event in seen:
                 if isinstance(event, procevents.ForkEvent):
                     if event.child_pid == event.child_tgid:
-                        forks.append(Forked(event.parent_tgid, event.child_tgid, event.cpu))
+                        forks.append(Forked(event.parent_tgid, event.child_tgid, event.cpu, event.timestamp_ns))
                     else:
-                        threads.append(ThreadCreated(event.child_tgid, event.child_pid))
+                        threads.append(ThreadCreated(event.child_tgid, event.child_pid, at_ns=event.timestamp_ns))
                 elif isinstance(event, procevents.ExecEvent):
                     threads.append(ProcessExeced(event.tgid))
                     if event.pid == event.tgid:
@@ -623,6 +617,14 @@ class Daemon:
                 changed = self.lifecycle.apply(batch)
                 if self.lifecycle.zombies() > zombies and self._exits_seen is not None:
                     self._exits_seen.set()
+            for record in self._held:
+                # A held process exit is applied a round later, but its times
+                # are final now: a read of the zombie meanwhile settles on them
+                # (told once: a storm holds hundreds, round after round; and
+                # after the forks: its process's own, if among them, makes the
+                # clock drop what it kept for the pid's predecessor).
+                if isinstance(record, taskstats.TaskExit) and record.whole_group and id(record) not in already:
+                    self.clock.exited(record.pid, *record.split())
         if pid is not None:
             changed |= self.lifecycle.settle(pid)
             touched.add(pid)
