@@ -177,7 +177,7 @@ class Daemon:
             files=MOUNT_FILES,
             threads=self.threads,
             signal=self.signals.owe,
-            deliver=self.signals.send_now,
+            deliver=self._send_now,
             on_time_moved=self._time_moved,
             catch_up_events=self._catch_up_for_request,
             on_controls_changed=self._wake_tick,
@@ -299,6 +299,16 @@ class Daemon:
         self.fs.faults.forget(pid)
         if self.fs.state_pages is not None:
             self.fs.state_pages.retire(pid)
+
+    def _send_now(self, pid: int, tid: int) -> bool:
+        """What is owed to thread ``tid`` of ``pid`` goes ahead of its call's
+        answer; what raised it (libcpc's frozen set) is written first, as the
+        tick writes before its signals go: a restart between the two finds
+        the overflow owed (``CpcDevice.restored``), never already signalled
+        and then crossed again."""
+        if self.signals.owes(pid, tid):
+            self._record_setup((pid,))
+        return self.signals.send_now(pid, tid)
 
     def _time_moved(self, pid: int) -> None:
         if pid >= 0:
