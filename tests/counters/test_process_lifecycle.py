@@ -46,9 +46,11 @@ class Proc:
     def zombie(self) -> bool:
         return self.state == "Z"
 
+    in_exit: bool = False  # PF_EXITING: in do_exit, not yet a zombie
+
     @property
     def exiting(self) -> bool:
-        return self.state in ("Z", "X")
+        return self.state in ("Z", "X") or self.in_exit
 
 
 @dataclass
@@ -590,6 +592,7 @@ def test_an_exit_record_that_comes_before_the_rest_of_the_exit_stops_the_counts_
     child = host.spawn(101, 100)
     life.apply([Forked(100, 101)])
     host.run(101, 5)
+    child.in_exit = True
     life.apply([Exited(101, 100, "proc", (5 * MS, 0))])  # the record, while it still runs its exit
     assert not kernel.has_exited(101)
     assert life.has_zombies(100)  # the parent's next request looks
@@ -608,7 +611,7 @@ def test_a_child_reaped_before_its_exit_was_applied_folds_with_its_record(kernel
     its request folds the child with the record's times."""
     parent = host.spawn(100, 1)
     kernel.enable(caller(parent), parent, cycles())
-    host.spawn(101, 100)
+    host.spawn(101, 100).in_exit = True
     life.apply([Forked(100, 101)])
     host.run(101, 5)
     life.apply([Exited(101, 100, "proc", (5 * MS, 0))])
@@ -625,7 +628,7 @@ def test_a_child_still_in_its_exit_at_its_record_folds_before_its_parent_exits(k
     kernel.enable(caller(grandparent), grandparent, cycles())
     host.spawn(101, 100)
     life.apply([Forked(100, 101)])
-    host.spawn(102, 101)
+    host.spawn(102, 101).in_exit = True
     life.apply([Forked(101, 102)])
     host.run(102, 4)
     life.apply([Exited(102, 101, "proc", (4 * MS, 0))])  # still in its exit
