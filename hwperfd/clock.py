@@ -76,6 +76,12 @@ class ManualClock:
     def thread_exited(self, pid: int, tid: int, user_ns: int, system_ns: int) -> None:
         """Manual time is exact already; the host's accounting is ignored."""
 
+    def born(self, pid: int, at_ns: int) -> None:
+        """Manual time is what the tests gave each pid, kept as given."""
+
+    def thread_born(self, tid: int, at_ns: int) -> None:
+        """As ``born``."""
+
     def tsc_ns(self, cpu: int) -> int:
         """The TSC's time base: a manual CPU has no idle time, so its TSC
         moves exactly with ``advance_cpu`` (user + system)."""
@@ -141,6 +147,7 @@ class RealClock:
             utime, stime, zombie = ticks
             if entry is None:
                 att = Attribution.start(total, (utime, stime), processes.TICK_NS)
+                att.begun_ns = now  # before stat was read: a predecessor's line is always older than a birth
                 atts[key] = (now, att)
                 if len(atts) > self.KEPT:
                     self._drop_oldest(atts, held)
@@ -227,6 +234,26 @@ class RealClock:
         self._final.pop(pid, None)
         self._atts.pop(pid, None)
         self._held.discard(pid)
+
+    def born(self, pid: int, at_ns: int) -> None:
+        """A process was forked as ``pid`` at ``at_ns`` (CLOCK_MONOTONIC; 0:
+        unknown, and nothing is dropped).  What is kept under the pid from
+        before then was a predecessor's, and would hold the newborn's times
+        to its own: its line's floor (counts stuck at the old process's
+        times, or above the newborn's CPU time) and its exit split.  Its
+        exit record goes whatever its age (an exit is applied after the
+        forks of its batch, so the newborn's own is recorded after this);
+        a line begun since the birth was the newborn's, asked about before
+        its fork was applied, and stays."""
+        if not at_ns:
+            return
+        self._final.pop(pid, None)
+        self._thread_final.pop((pid, pid), None)
+        entry = self._atts.get(pid)
+        if entry is not None and entry[1].begun_ns < at_ns:
+            del self._atts[pid]
+            self._held.discard(pid)
+        self.thread_born(pid, at_ns)  # its main thread's tid
 
     def hold_split(self, pid: int, held: bool) -> None:
         """A process that reads its own counts from a state page divides its
@@ -324,6 +351,12 @@ class RealClock:
     def forget_thread(self, tid: int) -> None:
         self._thread_atts.pop(tid, None)
         self._thread_held.discard(tid)
+
+    def thread_born(self, tid: int, at_ns: int) -> None:
+        """As ``born``, for a thread created as ``tid``."""
+        entry = self._thread_atts.get(tid)
+        if at_ns and entry is not None and entry[1].begun_ns < at_ns:
+            self.forget_thread(tid)
 
 
 class PageLine(NamedTuple):

@@ -178,7 +178,7 @@ class Daemon:
             files=MOUNT_FILES,
             threads=self.threads,
             signal=self.signals.owe,
-            deliver=self.signals.send_now,
+            deliver=self._send_now,
             on_time_moved=self._time_moved,
             catch_up_events=self._catch_up_for_request,
             on_controls_changed=self._wake_tick,
@@ -302,6 +302,16 @@ class Daemon:
         self.fs.faults.forget(pid)
         if self.fs.state_pages is not None:
             self.fs.state_pages.retire(pid)
+
+    def _send_now(self, pid: int, tid: int) -> bool:
+        """What is owed to thread ``tid`` of ``pid`` goes ahead of its call's
+        answer; what raised it (libcpc's frozen set) is written first, as the
+        tick writes before its signals go: a restart between the two finds
+        the overflow owed (``CpcDevice.restored``), never already signalled
+        and then crossed again."""
+        if self.signals.owes(pid, tid):
+            self._record_setup((pid,))
+        return self.signals.send_now(pid, tid)
 
     def _time_moved(self, pid: int) -> None:
         if pid >= 0:
@@ -566,12 +576,6 @@ class Daemon:
                 more |= self.accounting is not None and self.accounting.backlog
             self.fs.fast.hold(bool(self._held))
             already = {id(record) for record in held}
-            for record in self._held:
-                # A held process exit is applied a round later, but its times
-                # are final now: a read of the zombie meanwhile settles on them
-                # (told once: a storm holds hundreds, round after round).
-                if isinstance(record, taskstats.TaskExit) and record.whole_group and id(record) not in already:
-                    self.clock.exited(record.pid, *record.split())
             records += announced
             batch = self._exit_events(records)
             # taskstats' whole-group exits: every thread of those processes is gone.
@@ -581,9 +585,9 @@ class Daemon:
             for event in seen:
                 if isinstance(event, procevents.ForkEvent):
                     if event.child_pid == event.child_tgid:
-                        forks.append(Forked(event.parent_tgid, event.child_tgid, event.cpu))
+                        forks.append(Forked(event.parent_tgid, event.child_tgid, event.cpu, event.timestamp_ns))
                     else:
-                        threads.append(ThreadCreated(event.child_tgid, event.child_pid))
+                        threads.append(ThreadCreated(event.child_tgid, event.child_pid, at_ns=event.timestamp_ns))
                 elif isinstance(event, procevents.ExecEvent):
                     threads.append(ProcessExeced(event.tgid))
                     if event.pid == event.tgid:
@@ -629,6 +633,14 @@ class Daemon:
                 changed |= self.lifecycle.apply(batch)
                 if self.lifecycle.zombies() > zombies and self._exits_seen is not None:
                     self._exits_seen.set()
+            for record in self._held:
+                # A held process exit is applied a round later, but its times
+                # are final now: a read of the zombie meanwhile settles on them
+                # (told once: a storm holds hundreds, round after round; and
+                # after the forks: its process's own, if among them, makes the
+                # clock drop what it kept for the pid's predecessor).
+                if isinstance(record, taskstats.TaskExit) and record.whole_group and id(record) not in already:
+                    self.clock.exited(record.pid, *record.split())
         if pid is not None:
             changed |= self.lifecycle.settle(pid)
             touched.add(pid)

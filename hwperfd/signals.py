@@ -178,6 +178,10 @@ class SignalSender:
                 return self._targets[key].owed.get(sig, 0)
         return 0
 
+    def owes(self, pid: int, tid: int) -> bool:
+        """Whether any signal is owed to thread ``tid`` of ``pid``."""
+        return any(key[2] == tid and self._targets[key].owed for key in self._by_pid.get(pid, ()))
+
     def cancel(self, pid: int, sig: int) -> None:
         """The counters that raised ``sig`` for ``pid`` (or its threads) were
         released or now raise another: nothing more of it is sent."""

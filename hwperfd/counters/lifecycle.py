@@ -67,6 +67,8 @@ class Host(Protocol):
 class Clock(Protocol):
     def forget(self, pid: int) -> None: ...
 
+    def born(self, pid: int, at_ns: int) -> None: ...
+
     def exited(self, pid: int, user_ns: int, system_ns: int) -> None: ...
 
 
@@ -75,6 +77,7 @@ class Forked:
     parent: int
     child: int
     cpu: int = 0
+    at_ns: int = 0  # when (CLOCK_MONOTONIC; 0: unknown, as for a child a rescan finds)
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ class Lifecycle:
         self.clock = clock
         self._host_time = host_time
         self._zombies: dict[int, set[int]] = {}  # parent -> its exited children not yet reaped
+        # Processes whose exit record came while they still ran their exit
+        # (not yet zombies), with that record: applied once they are.
+        self._exiting: dict[int, Exited] = {}
         self.rescans = 0
         self.credited_ns = 0  # children's CPU time counted from Linux's totals after losses
         self._swept_to = -1  # the sweep's place: the last pid it checked
@@ -143,6 +149,9 @@ class Lifecycle:
         return changed
 
     def _forked(self, event: Forked) -> bool:
+        # Whatever process had the pid before is gone: the clock's word on
+        # it must not pass for the newborn's, whose counts start from zero.
+        self.clock.born(event.child, event.at_ns)
         kernel = self.kernel
         if not (kernel.is_tracked(event.parent) or kernel.has_profile(event.parent) or kernel.is_known(event.child)):
             return False
@@ -196,7 +205,11 @@ class Lifecycle:
                 return True
             return False
         if self.kernel.has_exited(pid):
+            self._exiting.pop(pid, None)
             return False
+        deferred = self._exiting.pop(pid, None)
+        if deferred is not None and event.times is None:
+            event = Exited(pid, event.parent or deferred.parent, event.comm or deferred.comm, deferred.times)
         # Its counts must include the children it has already reaped.
         self._fold_reaped_children(pid)
         info = self.host.read_process(pid)
@@ -216,6 +229,13 @@ class Lifecycle:
             self.kernel.exit(pid, known_parent, True, comm, final=self._final(event))
             self._reaped(pid)
             return True
+        if not info.zombie:
+            # Its exit record (do_exit: taskstats_exit) is made before the
+            # rest of its exit - freeing its memory, closing its files - which
+            # wait4 counts: its counts stop when it is a zombie (the
+            # connector's exit event, sent then; or a request of its parent's).
+            self._exiting[pid] = Exited(pid, event.parent or info.ppid, event.comm, event.times)
+            return False
         self._reconcile(pid, info)
         waiting = self.host.waiting_for_child(info.ppid)
         self.kernel.exit(pid, info.ppid, waiting, info.comm)  # still its zombie: the clock reads it exactly
@@ -260,8 +280,11 @@ class Lifecycle:
         """Fold zombies reaped since the last look: ``pid``'s own children
         (what a request on ``pid`` needs: a parent back from wait(2) sees its
         child's counts), or every zombie.  True if any was reaped."""
-        parents = [pid] if pid is not None else list(self._zombies)
         reaped = False
+        for exiting in list(self._exiting.values()):
+            if pid is None or pid in (exiting.parent, exiting.pid):
+                reaped |= self._exited(exiting)  # a zombie by now, or reaped
+        parents = [pid] if pid is not None else list(self._zombies)
         for parent in parents:
             for child in list(self._zombies.get(parent, ())):
                 if not self._alive(child):
@@ -273,8 +296,8 @@ class Lifecycle:
 
     def has_zombies(self, pid: int) -> bool:
         """Whether ``pid`` has exited children not yet folded (its next
-        request looks whether it reaped them)."""
-        return pid in self._zombies
+        request looks whether it reaped them), or children still in their exit."""
+        return pid in self._zombies or any(exiting.parent == pid for exiting in self._exiting.values())
 
     def zombie_parents(self) -> list[int]:
         """Processes with exited children not yet folded: where a settle folds counts into."""
@@ -285,13 +308,15 @@ class Lifecycle:
 
     def gone(self, pid: int) -> None:
         """``pid`` is gone for good (a sweep found no process with its start)."""
+        exiting = self._exiting.pop(pid, None)
         if not self.kernel.is_tracked(pid):
             self.kernel.forget(pid)
             self.clock.forget(pid)
             return
         if not self.kernel.has_exited(pid):
             self._fold_reaped_children(pid)
-            self.kernel.exit(pid, self.kernel.parent_of(pid), True, self.kernel.comm_of(pid))
+            final = self._final(exiting) if exiting is not None else None
+            self.kernel.exit(pid, self.kernel.parent_of(pid), True, self.kernel.comm_of(pid), final=final)
         self._reaped(pid)
 
     def _alive(self, pid: int) -> bool:
@@ -340,6 +365,8 @@ class Lifecycle:
         for its children.  (A zombie its parent left unreaped goes to init,
         and if init reaped it before we learnt of its parent's end, it is
         folded all the same: nothing left tells the two apart.)"""
+        for exiting in [e for e in self._exiting.values() if e.parent == pid]:
+            self._exited(exiting)  # still in its exit when its record came: a zombie or reaped by now
         for child in list(self._zombies.get(pid, ())):
             if not self._alive(child):
                 self._reaped(child, waited=True)

@@ -59,6 +59,8 @@ class ThreadClock(Protocol):
 
     def forget_thread(self, tid: int) -> None: ...
 
+    def thread_born(self, tid: int, at_ns: int) -> None: ...
+
 
 # -- what the host reports, as data ----------------------------------------------
 
@@ -73,6 +75,7 @@ class ThreadCreated:
     pid: int
     tid: int
     parent_tid: int = 0
+    at_ns: int = 0  # when (CLOCK_MONOTONIC; 0: unknown)
 
 
 @dataclass(frozen=True)
@@ -428,6 +431,8 @@ class ThreadTable:
         changed = 0
         for event in events:
             if isinstance(event, ThreadCreated):
+                # The clock's word on an earlier thread of the tid is not this one's.
+                self.clock.thread_born(event.tid, event.at_ns)
                 changed += self._created(event)
             elif isinstance(event, ThreadExited):
                 for ctx in list(self._books.by_tid.get(event.tid, {}).values()):

@@ -49,6 +49,7 @@ SERVICE = "cpc"  # the reservation's and the thread table's name for libcpc
 MAX_EXITED = 4096  # exited LWPs' final values kept for their binders (the oldest go first)
 MAX_EXECS = 8  # an LWP's exec values kept until its binder samples (the oldest go first)
 # Calls of an LWP on its own set that catch it up: HWPERFD_CPC_TIMED asks them for its next overflow's instant.
+_SIGEMT = 16  # libcpc's SIGEMT: SIGSTKFLT, which Linux never sends (include/libcpc.h)
 _TIMED_CALLS = frozenset({abi.HWPERFD_CPCIO_BIND, abi.HWPERFD_CPCIO_RESTART, abi.HWPERFD_CPCIO_SAMPLE})
 
 Told = tuple[list[int], int]  # a set's values and virtual tick, as a sample answers them
@@ -148,12 +149,15 @@ class CpcDevice:
         signal: Callable[[Signal], None] = lambda owed: None,
         deliver: Callable[[int, int], bool] = lambda pid, tid: False,
         pending: Callable[[int, int, int], bool] = lambda pid, tid, sig: False,
+        held: Callable[[int, int, int], bool] = lambda pid, tid, sig: False,
     ) -> None:
         """``deliver(pid, tid)`` sends what is owed to that thread now; True if a signal went.
-        ``pending(pid, tid, sig)``: whether ``sig`` is pending for that thread."""
+        ``pending(pid, tid, sig)``: whether ``sig`` is pending for that thread;
+        ``held``: pending, or blocked by it."""
         self.cpus = cpus
         self._deliver = deliver
         self._pending = pending
+        self._held = held
         self.model = cpus.model
         self.clock = clock
         self.threads = threads
@@ -588,6 +592,20 @@ class CpcDevice:
     def on_counted(self, ctx: ThreadContext) -> None:
         binding = ctx.data
         if isinstance(binding, LwpBinding) and binding.set.sync(ctx.cpu):
+            self._owe_emt(ctx)
+
+    def restored(self, ctx: ThreadContext) -> None:
+        """A set put back frozen on an overflow: its SIGEMT goes again unless
+        the LWP has it already - its carrier or SIGEMT pending, or SIGEMT
+        blocked while libcpc's handler and the program's run (which end by
+        restarting the set).  The overflow's write comes before its signal
+        is sent, so a daemon killed between the two left this state, and the
+        set would have stayed frozen for good (cpc_bind_curlwp(3CPC): only
+        cpc_set_restart starts it again)."""
+        binding = ctx.data
+        if not isinstance(binding, LwpBinding) or not binding.set.frozen:
+            return
+        if not (self._pending(ctx.pid, ctx.tid, abi.HWPERFD_CPC_SIGCARRIER) or self._held(ctx.pid, ctx.tid, _SIGEMT)):
             self._owe_emt(ctx)
 
     def _owe_emt(self, ctx: ThreadContext) -> None:

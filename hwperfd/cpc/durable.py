@@ -80,6 +80,7 @@ def restore(device: CpcDevice, key: str, pid: int, start: int, body: Any) -> boo
     if str(ctx.tid) != key[1:] or ctx.pid != pid:
         device.threads.detach(SERVICE, ctx.tid)
         raise codec.CodecError("a record of another thread")
+    device.restored(ctx)
     return True
 
 

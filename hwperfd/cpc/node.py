@@ -35,7 +35,8 @@ class CpcNode:
         self.device = CpcDevice(kernel.cpus, mount.clock, mount.threads, profile=lambda: kernel.default_profile,
                                 tgid_of=processes.thread_group, thread_start=processes.read_thread_start,
                                 process_start=processes.read_start, may_control=mount.may_control,
-                                signal=mount.signal, deliver=mount.deliver, pending=tasks.signal_pending)  # fmt: skip
+                                signal=mount.signal, deliver=mount.deliver, pending=tasks.signal_pending,
+                                held=tasks.signal_held)  # fmt: skip
         self.pages = CpcPages(self.device, kernel.profile)  # per-LWP sets' state pages, by tid
         real = getattr(mount.clock, "name", "") == "real"
         self.cpu_pages = CpcCpuPages(self.device, real, processes.TICK_NS)  # CPU bindings' pages

@@ -68,6 +68,7 @@ class Attribution:
     room: int = 0  # system time that may still be counted past the base
     last: tuple[int, int] = (0, 0)  # the last times ``at`` gave
     marks: list[tuple[int, int]] = field(default_factory=list)  # (total, stime ns) at looks, oldest first
+    begun_ns: int = 0  # when the line was begun (CLOCK_MONOTONIC): a line begun before its pid's birth is another's
 
     @classmethod
     def start(cls, total: int, ticks: tuple[int, int], tick_ns: int) -> Attribution:

@@ -89,13 +89,24 @@ def queue_signal(tgid: int, tid: int, sig: int, value: int) -> None:
 
 def signal_pending(tgid: int, tid: int, sig: int) -> bool:
     """Whether ``sig`` is pending for thread ``tid`` (its own or its process's)."""
+    return bool(_status_mask(tgid, tid, (b"SigPnd:", b"ShdPnd:")) >> (sig - 1) & 1)
+
+
+def signal_held(tgid: int, tid: int, sig: int) -> bool:
+    """Whether ``sig`` is pending for thread ``tid`` or blocked by it (a
+    handler that blocks it runs, or the thread holds it back)."""
+    return bool(_status_mask(tgid, tid, (b"SigPnd:", b"ShdPnd:", b"SigBlk:")) >> (sig - 1) & 1)
+
+
+def _status_mask(tgid: int, tid: int, fields: tuple[bytes, ...]) -> int:
+    """The signal masks ``fields`` of the thread's status, or-ed (0 if it is gone)."""
     try:
         with open(f"/proc/{tgid}/task/{tid}/status", "rb") as f:
             status = f.read()
     except OSError:
-        return False
-    pending = 0
+        return 0
+    mask = 0
     for line in status.splitlines():
-        if line.startswith((b"SigPnd:", b"ShdPnd:")):
-            pending |= int(line.split()[1], 16)
-    return bool(pending >> (sig - 1) & 1)
+        if line.startswith(fields):
+            mask |= int(line.split()[1], 16)
+    return mask

@@ -46,9 +46,11 @@ class Proc:
     def zombie(self) -> bool:
         return self.state == "Z"
 
+    in_exit: bool = False  # PF_EXITING: in do_exit, not yet a zombie
+
     @property
     def exiting(self) -> bool:
-        return self.state in ("Z", "X")
+        return self.state in ("Z", "X") or self.in_exit
 
 
 @dataclass
@@ -109,6 +111,9 @@ class FakeHost:
         return (0, 0)
 
     def forget(self, pid: int) -> None:
+        pass
+
+    def born(self, pid: int, at_ns: int) -> None:
         pass
 
     def exited(self, pid: int, user_ns: int, system_ns: int) -> None:
@@ -577,3 +582,61 @@ def test_a_process_stuck_where_its_proc_files_wait_is_kept_and_the_sweep_goes_on
     host.read_start = stuck
     assert life.sweep() == (3, 1)
     assert kernel.is_tracked(101) and not kernel.is_tracked(102)
+
+
+def test_an_exit_record_that_comes_before_the_rest_of_the_exit_stops_the_counts_at_the_zombie(kernel, life, host):
+    """taskstats' record is made before do_exit frees the memory and closes
+    the files, which wait4 counts: a child read as a zombie has all of it."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    child = host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 5)
+    child.in_exit = True
+    life.apply([Exited(101, 100, "proc", (5 * MS, 0))])  # the record, while it still runs its exit
+    assert not kernel.has_exited(101)
+    assert life.has_zombies(100)  # the parent's next request looks
+    host.run(101, 1)  # the rest of its exit
+    host.die(101)
+    life.apply([Exited(101, 100)])  # the connector's exit event, sent once it is a zombie
+    assert kernel.has_exited(101)
+    assert kernel.read(caller(child), child)[1][0] == 6 * CYCLES_PER_MS
+    host.reap(101)
+    assert life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 6 * CYCLES_PER_MS
+
+
+def test_a_child_reaped_before_its_exit_was_applied_folds_with_its_record(kernel, life, host):
+    """The parent returned from wait(2) before the connector told the end:
+    its request folds the child with the record's times."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100).in_exit = True
+    life.apply([Forked(100, 101)])
+    host.run(101, 5)
+    life.apply([Exited(101, 100, "proc", (5 * MS, 0))])
+    host.die(101)
+    host.reap(101)
+    host.spawn(101, 1)  # the pid is another process's already
+    assert life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 5 * CYCLES_PER_MS
+    assert not life.has_zombies(100)
+
+
+def test_a_child_still_in_its_exit_at_its_record_folds_before_its_parent_exits(kernel, life, host):
+    grandparent = host.spawn(100, 1)
+    kernel.enable(caller(grandparent), grandparent, cycles())
+    host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.spawn(102, 101).in_exit = True
+    life.apply([Forked(101, 102)])
+    host.run(102, 4)
+    life.apply([Exited(102, 101, "proc", (4 * MS, 0))])  # still in its exit
+    host.die(102)
+    host.reap(102)  # its parent waited for it, then exited itself
+    host.run(101, 1)
+    host.die(101)
+    life.apply([Exited(101, 100, "proc", (1 * MS, 0))])
+    host.reap(101)
+    life.settle(100)
+    assert kernel.read(caller(grandparent), grandparent)[1][0] == 5 * CYCLES_PER_MS

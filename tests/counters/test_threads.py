@@ -60,6 +60,9 @@ class FakeHost:
     def forget_thread(self, tid: int) -> None:
         self.forgotten.add(tid)
 
+    def thread_born(self, tid: int, at_ns: int) -> None:
+        pass
+
 
 @pytest.fixture
 def host() -> FakeHost:

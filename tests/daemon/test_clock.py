@@ -93,3 +93,42 @@ def test_an_exit_record_left_by_the_pids_last_owner_is_not_the_new_process():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_new_process_under_a_reused_pid_starts_from_its_own_time(monkeypatch):
+    """What the clock kept for an earlier process of the pid (its line, whose
+    floor is the old process's times, and its exit record) goes when the
+    connector reports the pid's fork: the newborn's 1 ms counts as 1 ms,
+    not as the 100 ms its predecessor had run."""
+    totals, ticks = {7: 100 * TICK}, {7: (90, 10)}
+    now = fake_host(monkeypatch, totals, ticks)
+    monkeypatch.setattr(processes, "read_process", lambda pid: None)
+    clock = RealClock(2)
+    now[0] = 10 * TICK
+    assert sum(clock.process_times(7)) == 100 * TICK
+    clock.exited(7, 90 * TICK, 10 * TICK)  # the old process ends; nobody counted it
+    now[0] = 500 * TICK
+    clock.born(7, now[0] - TICK // 2)
+    totals[7], ticks[7] = TICK // 4, (0, 0)  # a short newborn under the pid
+    assert clock.process_times(7) == (TICK // 4, 0)
+    # A line begun after the birth (the newborn asked about before its fork
+    # was applied) is the newborn's own, and stays.
+    now[0] += TICK
+    clock.born(7, now[0] - 2 * TICK)
+    totals[7] = TICK // 2
+    assert clock.process_times(7) == (TICK // 2, 0)
+
+
+def test_a_new_thread_under_a_reused_tid_starts_from_its_own_time(monkeypatch):
+    now = fake_host(monkeypatch, {}, {})
+    runs = {9: 80 * TICK}
+    monkeypatch.setattr(processes, "read_task_cpu_ticks", lambda pid, tid: (70, 10) if tid in runs else None)
+    monkeypatch.setattr(processes, "read_thread_run_ns", lambda pid, tid: runs.get(tid))
+    clock = RealClock(2)
+    now[0] = 10 * TICK
+    assert sum(clock.thread_times(5, 9)) == 80 * TICK
+    now[0] = 100 * TICK
+    clock.thread_born(9, now[0] - 1)
+    runs[9] = TICK
+    monkeypatch.setattr(processes, "read_task_cpu_ticks", lambda pid, tid: (1, 0))
+    assert clock.thread_times(6, 9) == (TICK, 0)
