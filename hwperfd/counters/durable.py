@@ -126,6 +126,9 @@ class DurableSetup:
         self.sources: list[SetupSource] = []
         # (kind, key) -> (pid, fingerprint) last written for each source's record
         self._source_written: dict[tuple[str, str], tuple[int, Any]] = {}
+        # pid -> the (kind, key)s of its records there: a sync of a few pids
+        # costs what they hold, not a pass over every record written.
+        self._source_keys: dict[int, set[tuple[str, str]]] = {}
         self._loaded: list[SetupRecord] | None = None
 
     def add_source(self, source: SetupSource) -> None:
@@ -136,7 +139,7 @@ class DurableSetup:
         machine's), and drop the records gone; all of them if None."""
         put: list[SetupRecord] = []
         drop: list[tuple[str, str]] = []
-        written = self._source_written
+        written, by_pid = self._source_written, self._source_keys
         for source in self.sources:
             kind = source.kind
             items = source.setup(pids)
@@ -144,11 +147,18 @@ class DurableSetup:
                 old = written.get((kind, key))
                 if old is not None and old[1] == item.fingerprint:
                     continue
+                if old is not None and old[0] != item.pid:
+                    by_pid[old[0]].discard((kind, key))
                 written[(kind, key)] = (item.pid, item.fingerprint)
+                by_pid.setdefault(item.pid, set()).add((kind, key))
                 put.append(SetupRecord(kind, key, item.pid, item.start, item.uid, item.encode()))
-            for (k, key), (pid, _) in list(written.items()):
-                if k == kind and key not in items and (pids is None or pid == 0 or pid in pids):
-                    del written[(k, key)]
+            scope = list(written) if pids is None else [w for pid in {0, *pids} for w in by_pid.get(pid, ())]
+            for k, key in scope:
+                if k == kind and key not in items:
+                    pid = written.pop((k, key))[0]
+                    by_pid[pid].discard((k, key))
+                    if not by_pid[pid]:
+                        del by_pid[pid]
                     drop.append((k, key))
         if put or drop:
             self.store.write(put, drop)
