@@ -81,6 +81,7 @@ class Restored:
     processes: int = 0
     system: bool = False
     refused: int = 0
+    later: int = 0  # process records left to put back a family at a time (``take``)
 
 
 def _fingerprint(record: _ProcessRecord | None, profile: WorkloadProfile | None) -> tuple[Any, ...] | None:
@@ -98,7 +99,7 @@ def _fingerprint(record: _ProcessRecord | None, profile: WorkloadProfile | None)
         record.start,
         record.owner,
         record.children_ns,
-        record.lossy,
+        # not record.lossy: every record put back is lossy, whatever it says
         id(record.credit),
         record.exited,
         record.parent,
@@ -113,10 +114,19 @@ def _fingerprint(record: _ProcessRecord | None, profile: WorkloadProfile | None)
 
 class DurableSetup:
     """Keeps ``kernel``'s set-up in ``store``.  ``read_start(pid)``: the start
-    time of the process at ``pid`` now (None: no such process)."""
+    time of the process at ``pid`` now (None: no such process); ``host_time``:
+    the kernel's time source reads the host's processes by pid."""
 
-    def __init__(self, store: SetupStore, kernel: CounterKernel, read_start: Callable[[int], int | None]) -> None:
+    def __init__(
+        self,
+        store: SetupStore,
+        kernel: CounterKernel,
+        read_start: Callable[[int], int | None],
+        *,
+        host_time: bool = True,
+    ) -> None:
         self.store = store
+        self._host_time = host_time
         self.kernel = kernel
         self._read_start = read_start
         self._written: dict[int, tuple[Any, ...]] = {}  # pid -> fingerprint last written
@@ -126,10 +136,12 @@ class DurableSetup:
         self.sources: list[SetupSource] = []
         # (kind, key) -> (pid, fingerprint) last written for each source's record
         self._source_written: dict[tuple[str, str], tuple[int, Any]] = {}
-        # pid -> the (kind, key)s of its records there: a sync of a few pids
-        # costs what they hold, not a pass over every record written.
-        self._source_keys: dict[int, set[tuple[str, str]]] = {}
         self._loaded: list[SetupRecord] | None = None
+        # Process records not put back yet (pid -> parent), and by parent.
+        self.pending: dict[int, int] = {}
+        self._pending_children: dict[int, set[int]] = {}
+        self.found = Restored()
+        self._refused = 0  # records that checked out but did not decode
 
     def add_source(self, source: SetupSource) -> None:
         self.sources.append(source)
@@ -139,7 +151,7 @@ class DurableSetup:
         machine's), and drop the records gone; all of them if None."""
         put: list[SetupRecord] = []
         drop: list[tuple[str, str]] = []
-        written, by_pid = self._source_written, self._source_keys
+        written = self._source_written
         for source in self.sources:
             kind = source.kind
             items = source.setup(pids)
@@ -147,27 +159,19 @@ class DurableSetup:
                 old = written.get((kind, key))
                 if old is not None and old[1] == item.fingerprint:
                     continue
-                if old is not None and old[0] != item.pid:
-                    by_pid[old[0]].discard((kind, key))
                 written[(kind, key)] = (item.pid, item.fingerprint)
-                by_pid.setdefault(item.pid, set()).add((kind, key))
                 put.append(SetupRecord(kind, key, item.pid, item.start, item.uid, item.encode()))
-            scope = list(written) if pids is None else [w for pid in {0, *pids} for w in by_pid.get(pid, ())]
-            for k, key in scope:
-                if k == kind and key not in items:
-                    pid = written.pop((k, key))[0]
-                    by_pid[pid].discard((k, key))
-                    if not by_pid[pid]:
-                        del by_pid[pid]
+            for (k, key), (pid, _) in list(written.items()):
+                if k == kind and key not in items and (pids is None or pid == 0 or pid in pids):
+                    del written[(k, key)]
                     drop.append((k, key))
         if put or drop:
             self.store.write(put, drop)
             self.writes += 1
 
-    def restore_sources(self) -> int:
-        """Put back the sources' records (after ``restore``, which read them);
-        returns how many were refused.  A refused record is logged and deleted."""
-        refused = 0
+    def restore_sources(self) -> None:
+        """Put back the sources' records (after ``restore``, which read them).
+        A refused record is logged, deleted and counted in ``found``."""
         by_kind = {source.kind: source for source in self.sources}
         stale: list[tuple[str, str]] = []
         for rec in self._loaded or ():
@@ -179,11 +183,11 @@ class DurableSetup:
                     stale.append((rec.kind, rec.key))
             except _BAD as exc:
                 log.warning("set-up record %s/%s refused: %s", rec.kind, rec.key, exc)
-                refused += 1
+                self._refused += 1
                 stale.append((rec.kind, rec.key))
         self._loaded = None
         self.store.write((), stale)
-        return refused
+        self.found.refused = self._refused + self.store.refused
 
     # -- writing -------------------------------------------------------------
 
@@ -252,39 +256,96 @@ class DurableSetup:
             start = self._read_start(pid) or 0
         owner = record.owner if record is not None else None
         body = {"record": codec.encode(record), "profile": codec.encode(profile)}
-        return SetupRecord(PROCESS, str(pid), pid, start, owner[0] if owner else 0, body)
+        parent = record.parent if record is not None else 0
+        return SetupRecord(PROCESS, str(pid), pid, start, owner[0] if owner else 0, body, parent)
 
     # -- reading -------------------------------------------------------------
 
-    def restore(self, clock: object | None = None) -> Restored:
-        """Put the stored set-up back into the (new, empty) kernel.  A record
-        whose process is not the one that set it up (gone, or its pid taken
-        again) is put back only if it holds counts owed to a parent: the
-        lifecycle then folds it and lets it go, as for an exit it missed."""
-        kernel = self.kernel
-        found = Restored(refused=self.store.refused)
-        records = self.store.load()
-        self._loaded = [r for r in records if r.kind not in (PROCESS, SYSTEM, CLOCK)]
-        found.refused = self.store.refused
+    def restore(self, clock: object | None = None, *, at_once: int | None = None) -> Restored:
+        """Put the stored set-up back into the (new, empty) kernel: system
+        mode and the manual clock now, and the process records now too if
+        there are at most ``at_once`` of them (None: any number); else they
+        wait in ``pending``, each family put back by ``take`` when one of
+        it is first asked about, or by the service once it serves."""
+        found = self.found
+        records = self.store.load(without=PROCESS)
+        self._loaded = [r for r in records if r.kind not in (SYSTEM, CLOCK)]
         for rec in records:
             try:
-                if rec.kind == PROCESS:
-                    found.processes += self._restore_process(rec)
-                elif rec.kind == SYSTEM:
+                if rec.kind == SYSTEM:
                     found.system = self._restore_system(rec)
                 elif rec.kind == CLOCK and clock is not None and getattr(clock, "name", "") == "manual":
                     self._restore_clock(rec, clock)
             except _BAD as exc:
                 log.warning("set-up record %s/%s refused: %s", rec.kind, rec.key, exc)
-                found.refused += 1
+                self._refused += 1
                 self.store.write((), [(rec.kind, rec.key)])
-        # What was not put back goes from the store; what was is as written.
-        stale = [(PROCESS, r.key) for r in records if r.kind == PROCESS and r.pid not in kernel._procs
-                 and r.pid not in kernel._profiles]  # fmt: skip
-        self.store.write((), stale)
-        for pid in set(kernel._procs) | set(kernel._profiles):
-            self._written[pid] = _fingerprint(kernel._procs.get(pid), kernel._profiles.get(pid))  # type: ignore[assignment]
+        for key, parent in self.store.index(PROCESS):
+            if not key.isdigit() or str(int(key)) != key or int(key) <= 0:
+                log.warning("set-up record %s/%s refused: not a process record", PROCESS, key[:20])
+                self._refused += 1
+                self.store.write((), [(PROCESS, key)])
+                continue
+            self.pending[int(key)] = parent
+            self._pending_children.setdefault(parent, set()).add(int(key))
+        if at_once is None or len(self.pending) <= at_once:
+            self.take(list(self.pending))
+        found.later = len(self.pending)
+        found.refused = self._refused + self.store.refused
         return found
+
+    def take(self, pids: Iterable[int], children: Callable[[int], Iterable[int]] = lambda pid: ()) -> set[int]:
+        """Put back the pending records of ``pids`` and of their families
+        (parents and children as the records name them, and ``children(pid)``,
+        the live children of a process put back counting: a child must not
+        inherit its parent's counters over a record of its own).  Returns the
+        pids put back, for ``Lifecycle.restored``."""
+        pending = self.pending
+        todo = [pid for pid in pids if pid in pending]
+        if not todo:
+            return set()
+        kernel = self.kernel
+        put: set[int] = set()
+        while todo:
+            family: set[int] = set()
+            while todo:
+                pid = todo.pop()
+                if pid in family or pid not in pending:
+                    continue
+                family.add(pid)
+                todo += self._pending_children.get(pid, ())
+                if pending[pid] in pending:
+                    todo.append(pending[pid])
+            for pid in family:
+                parent = pending.pop(pid)
+                kin = self._pending_children.get(parent)
+                if kin is not None:
+                    kin.discard(pid)
+                    if not kin:
+                        del self._pending_children[parent]
+            stale: list[tuple[str, str]] = []
+            for rec in self.store.read(PROCESS, [str(pid) for pid in family]):
+                try:
+                    self._restore_process(rec)
+                    if rec.pid in kernel._procs or rec.pid in kernel._profiles:
+                        self.found.processes += 1
+                        put.add(rec.pid)
+                        record = kernel._procs.get(rec.pid)
+                        if record is not None and record.parent in pending:
+                            todo.append(record.parent)  # a parent the hint did not name
+                        if record is not None and record.state is State.ENABLED and not record.exited:
+                            todo += [child for child in children(rec.pid) if child in pending]
+                    else:
+                        stale.append((PROCESS, rec.key))  # not put back: as written no more
+                except _BAD as exc:
+                    log.warning("set-up record %s/%s refused: %s", rec.kind, rec.key, exc)
+                    self._refused += 1
+                    stale.append((PROCESS, rec.key))
+            self.store.write((), stale)
+        for pid in put:
+            self._written[pid] = _fingerprint(kernel._procs.get(pid), kernel._profiles.get(pid))  # type: ignore[assignment]
+        self.found.refused = self._refused + self.store.refused
+        return put
 
     def _restore_process(self, rec: SetupRecord) -> int:
         body = rec.body
@@ -304,6 +365,10 @@ class DurableSetup:
             return 0  # gone, and nobody to give its counts to (a reused pid gets nothing)
         if record is not None:
             if not same:
+                if now is None or not self._host_time:
+                    # Its last CPU time, if the time source has it: the manual
+                    # clock's table does; the host's, only while the pid is free.
+                    self.kernel._catch_up(record)
                 record.exited = True  # its end came while no daemon listened
             elif not record.start:
                 record.start = now or 0
