@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+import heapq
+import itertools
 import time
 from typing import Any, Protocol
 
@@ -138,6 +140,7 @@ class ThreadContext:
     timed: bool = False  # its thread's library arms a timer at each overflow instant (left_ns)
     looked: int = -1  # CPU ns (user + system) counted at the tick's last look
     idle_wait: int = 0  # the tick's last wait while the timed thread did not run
+    process_looked: int = -1  # its process's CPU ns (all threads) read before the tick's last look
 
 
 @dataclass
@@ -166,13 +169,18 @@ class ThreadTable:
         start_of: Callable[[int, int], int | None],
         per_user: int = PER_USER,
         host_time: bool = False,
+        process_cpu_ns: Callable[[int], int | None] | None = None,
     ) -> None:
         """``profile(pid)`` is the workload profile a process runs (set per
         process, shared by its threads); ``start_of(pid, tid)`` the start
         time of a live thread, None if gone; ``host_time``: the clock is the
         host's, whose overflow instants a thread's own timer can catch
-        (``left_ns``)."""
+        (``left_ns``); ``process_cpu_ns(pid)`` the CPU ns all of a process's
+        threads have run (None if gone): one system call, where a thread's
+        own time takes /proc reads, so the tick's look at a thread whose
+        process has not run since the last look reads nothing more."""
         self.host_time = host_time
+        self._process_cpu_ns = process_cpu_ns
         self.model = model
         self.mhz = mhz
         self.clock = clock
@@ -182,6 +190,14 @@ class ThreadTable:
         self._hooks: dict[str, _Hooks] = {}
         self._books = _Bookkeeping()
         self._serial = 0
+        # The tick's schedule: (due, serial, context) entries, the soonest
+        # first; an entry is void once its context's due or registers have
+        # changed since.  Contexts whose registers changed (or that start or
+        # resume counting) need a look at once and wait in ``_unscheduled``;
+        # so a wake-up of the tick costs what is due, not a pass over all.
+        self._heap: list[tuple[int, int, ThreadContext]] = []
+        self._unscheduled: dict[ThreadContext, None] = {}
+        self._entries = itertools.count()  # ties in the heap go by entry, never by context
         #: Processes whose contexts came, went or overflowed since the set-up
         #: store last looked (``take_touched``).
         self.touched: set[int] = set()
@@ -365,6 +381,9 @@ class ThreadTable:
         counted in the old state."""
         self.catch_up(ctx)
         ctx.running = running
+        if running:
+            ctx.due_version = -1  # its wait was worked out while it did not count: look at once
+            self._unscheduled[ctx] = None
 
     def interrupting(self, now: int | None = None) -> list[ThreadContext]:
         """Contexts with a counter whose overflow interrupts that are due a
@@ -373,11 +392,35 @@ class ThreadTable:
         headroom (a thread runs at most one CPU ns per wall ns), so counters
         bound with interrupts cost no /proc reads until an overflow can come."""
         now = time.monotonic_ns() if now is None else now
-        return [ctx for ctx in self.contexts() if (due := self._due(ctx)) is not None and due <= now]
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, _, ctx = heapq.heappop(heap)
+            self._unscheduled[ctx] = None  # due: waits there until looked at (``_schedule``)
+        found = []
+        for ctx in list(self._unscheduled):
+            due = self._due(ctx) if self._live(ctx) else None
+            if due is not None and due <= now:
+                found.append(ctx)
+            else:
+                del self._unscheduled[ctx]  # nothing due, or its entry in the heap stands
+        return found
 
     def next_due(self) -> int | None:
         """When the soonest interrupting context needs a look (None: none does)."""
-        return min((due for ctx in self.contexts() if (due := self._due(ctx)) is not None), default=None)
+        soonest = None
+        for ctx in list(self._unscheduled):
+            due = self._due(ctx) if self._live(ctx) else None
+            if due is None:
+                del self._unscheduled[ctx]
+            elif soonest is None or due < soonest:
+                soonest = due
+        heap = self._heap
+        while heap:
+            due, _, ctx = heap[0]
+            if self._entry_stands(due, ctx):
+                return due if soonest is None else min(due, soonest)
+            heapq.heappop(heap)
+        return soonest
 
     @staticmethod
     def _due(ctx: ThreadContext) -> int | None:
@@ -385,10 +428,20 @@ class ThreadTable:
             return None
         return ctx.due if ctx.due_version == ctx.cpu.version else 0
 
+    def _live(self, ctx: ThreadContext) -> bool:
+        return self._books.by_tid.get(ctx.tid, {}).get(ctx.service) is ctx
+
+    def _entry_stands(self, due: int, ctx: ThreadContext) -> bool:
+        return ctx.due == due and ctx.due_version == ctx.cpu.version and self._live(ctx) and self._due(ctx) is not None
+
     def tick(self, ctx: ThreadContext, now: int | None = None) -> None:
         """The tick's look at an interrupting context: catch it up, and say
         when it next needs one: when its nearest overflow could come."""
-        self.catch_up(ctx)
+        total = self._process_cpu_ns(ctx.pid) if self._process_cpu_ns is not None else None
+        if total is None or total != ctx.process_looked:
+            # Read before the thread's own time: a run in between shows at the next look.
+            ctx.process_looked = -1 if total is None else total
+            self.catch_up(ctx)
         self._schedule(ctx, now)
 
     def left_ns(self, ctx: ThreadContext) -> int | None:
@@ -421,6 +474,15 @@ class ThreadTable:
         if ctx.idle_wait:
             ctx.due += -ctx.due % TIMED_IDLE_GRID_NS
         ctx.due_version = ctx.cpu.version
+        self._unscheduled.pop(ctx, None)
+        if headroom is not None:
+            heap = self._heap
+            if len(heap) > 64 and len(heap) > 4 * len(self._books.by_tid):
+                # Void entries pile up when contexts are looked at before they are due: sift them out.
+                standing = {entry[2]: entry for entry in heap if self._entry_stands(entry[0], entry[2])}
+                heap[:] = standing.values()
+                heapq.heapify(heap)
+            heapq.heappush(heap, (ctx.due, next(self._entries), ctx))
         return headroom
 
     # -- the host's events -------------------------------------------------------
@@ -502,6 +564,8 @@ class ThreadTable:
 
     def _add(self, ctx: ThreadContext) -> None:
         self.touched.add(ctx.pid)
+        self._unscheduled[ctx] = None  # never looked at: due at once
+        ctx.cpu.on_change = lambda: self._unscheduled.__setitem__(ctx, None)
         self._books.by_tid.setdefault(ctx.tid, {})[ctx.service] = ctx
         new = ctx.pid not in self._books.by_pid
         self._books.by_pid.setdefault(ctx.pid, set()).add(ctx.tid)
@@ -521,6 +585,8 @@ class ThreadTable:
         if per_service is None or per_service.get(ctx.service) is not ctx:
             return
         del per_service[ctx.service]
+        self._unscheduled.pop(ctx, None)
+        ctx.cpu.on_change = None
         trace.active.detached(ctx)
         self.touched.add(ctx.pid)
         if not per_service:

@@ -25,7 +25,7 @@ exact number of events since ``start`` was taken.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
@@ -173,6 +173,8 @@ class PmuCpu:
         self.tsc = Tsc(mhz)
         self._regs = [_Register(selection=decode(model, i, 0)) for i in range(model.registers)]
         self.version = 0  # bumped by every register write: what was derived from them is stale
+        # Told of every such write (the thread table's due times hang on the registers).
+        self.on_change: Callable[[], None] | None = None
 
     # -- registers (wrmsr / rdmsr / rdpmc) --
 
@@ -183,7 +185,7 @@ class PmuCpu:
         reg = self._regs[self._check(counter)]
         reg.evntsel = evntsel & 0xFFFFFFFF
         reg.selection = decode(self.model, counter, reg.evntsel)
-        self.version += 1
+        self._changed()
 
     def selection(self, counter: int) -> Selection:
         """What the counter's event select makes it count (decoded when programmed)."""
@@ -203,7 +205,7 @@ class PmuCpu:
         reg.residue = Fraction(0)
         reg.reload = None if reload is None else reload % self.model.modulus
         reg.overflowed = False
-        self.version += 1
+        self._changed()
 
     def rdpmc(self, counter: int) -> int:
         """The counter as a read returns it (AMD's 48 bits read as 40)."""
@@ -225,7 +227,7 @@ class PmuCpu:
 
     def acknowledge(self, counter: int) -> None:
         self._regs[self._check(counter)].overflowed = False
-        self.version += 1
+        self._changed()
 
     @property
     def frozen(self) -> bool:
@@ -335,7 +337,12 @@ class PmuCpu:
             reg.value, reg.total, reg.residue = value, total, Fraction(num, den)
             reg.reload = None if reload < 0 else reload % self.model.modulus
             reg.overflowed = bool(overflowed)
+        self._changed()
+
+    def _changed(self) -> None:
         self.version += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def _check(self, counter: int) -> int:
         if not 0 <= counter < self.model.registers:

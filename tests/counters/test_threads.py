@@ -337,3 +337,75 @@ def test_a_thread_created_and_ended_in_one_batch_costs_no_look(host, table):
     assert looks == [11]  # the live thread's creation only
     assert table.get("cpc", 11) is not None and table.get("cpc", 12) is None
     assert table.get("cpc", 10) is not None
+
+
+def test_the_tick_meets_only_the_contexts_due_among_many_and_a_write_to_one_brings_it_forward(host):
+    """2 000 contexts, each a different headroom away: a look at time t finds
+    exactly those whose headroom has passed, in no pass over the rest; a
+    register write makes its context due at once; ended, stopped and
+    no-longer-interrupting contexts are never due; looks again and again
+    at one context leave the schedule no longer than a few entries a context."""
+    unit = WorkloadProfile.named("unit")
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of)
+    contexts = []
+    for tid in range(1, 2001):
+        host.spawn(tid, tid)
+        ctx = table.attach("perfctr", tid, tid, owner=0)
+        ctx.cpu.program(0, CYCLES | X86_INT)
+        ctx.cpu.write(0, -tid * MS)  # tid ms of CPU time at 1000 MHz and one cycle a cycle
+        contexts.append(ctx)
+    assert table.interrupting(now=0) == contexts  # never looked at: all due at once
+    for ctx in contexts:
+        table.tick(ctx, now=0)
+    assert table.next_due() == MS and table.interrupting(now=MS - 1) == []
+    assert table.interrupting(now=10 * MS) == contexts[:10]
+    for ctx in contexts[:10]:
+        table.tick(ctx, now=10 * MS)
+    assert table.next_due() == 11 * MS
+    contexts[1500].cpu.write(0, -MS)
+    assert table.next_due() == 0 and table.interrupting(now=10 * MS) == [contexts[1500]]
+    table.tick(contexts[1500], now=10 * MS)
+    table.set_running(contexts[10], False)  # tid 11
+    contexts[11].cpu.program(0, CYCLES)  # tid 12: no interrupt left
+    table.detach("perfctr", 13)
+
+    def due_at(now: int) -> set[int]:
+        return {ctx.tid for ctx in table.interrupting(now=now)}
+
+    # Due by 14 ms: tids 1-4 (looked at 10 ms), 1501 (at 10 ms, 1 ms left), 14; not 11, 12, 13.
+    assert due_at(14 * MS) == {1, 2, 3, 4, 14, 1501}
+    table.set_running(contexts[10], True)  # counting again: looked at at once
+    assert due_at(14 * MS) == {1, 2, 3, 4, 11, 14, 1501}
+    for _ in range(10_000):
+        table.tick(contexts[1999], now=0)
+    assert len(table._heap) <= 4 * len(table) + 64
+
+
+def test_the_ticks_look_reads_no_thread_time_while_its_process_has_not_run(host):
+    """With the process's CPU time at hand (one system call), a look at a
+    context whose process has not run since the last look leaves the
+    thread's /proc reads out, and still waits longer each time it is idle;
+    once the process runs, the look counts the thread's time again."""
+    unit = WorkloadProfile.named("unit")
+    totals = {10: 0}
+    reads: list[int] = []
+    times = host.thread_times
+    host.thread_times = lambda pid, tid: reads.append(tid) or times(pid, tid)  # type: ignore[method-assign]
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True,
+                        process_cpu_ns=totals.get)  # fmt: skip
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=1000)
+    ctx.cpu.program(0, CYCLES | X86_INT)
+    ctx.cpu.write(0, -2 * MS)
+    table.left_ns(ctx)
+    table.tick(ctx, now=0)
+    reads.clear()
+    waits = []
+    for _ in range(3):
+        table.tick(ctx, now=0)
+        waits.append(ctx.idle_wait)
+    assert reads == [] and waits[0] < waits[1] < waits[2]
+    host.run(10, MS)
+    totals[10] = MS
+    table.tick(ctx, now=0)
+    assert reads == [10] and ctx.cpu.raw(0) == (-MS) % MODELS["amd"].modulus and ctx.idle_wait == 0
