@@ -118,6 +118,10 @@ class Lifecycle:
         # Processes whose exit record came while they still ran their exit
         # (not yet zombies), with that record: applied once they are.
         self._exiting: dict[int, Exited] = {}
+        # Counting processes under which a child was reaped before it was
+        # seen a zombie: folded from its exit record, it lacks the rest of its
+        # exit (wait4 counts it), so their reads reconcile with Linux's totals.
+        self._owed: set[int] = set()
         self.rescans = 0
         self.credited_ns = 0  # children's CPU time counted from Linux's totals after losses
         self._swept_to = -1  # the sweep's place: the last pid it checked
@@ -228,6 +232,7 @@ class Lifecycle:
             comm = self.kernel.comm_of(pid) or event.comm
             self.kernel.exit(pid, known_parent, True, comm, final=self._final(event))
             self._reaped(pid)
+            self._owe(known_parent)
             return True
         if not info.zombie:
             # Its exit record (do_exit: taskstats_exit) is made before the
@@ -265,10 +270,23 @@ class Lifecycle:
         """The exit record's CPU time, where counts come from the host's."""
         return event.times if self._host_time else None
 
+    def _owe(self, parent: int) -> None:
+        """A child of ``parent`` was folded short (its exit path after its
+        record): ``parent`` and its counting ancestors, whose waited-for
+        totals include that path, reconcile on their next request."""
+        if not self._host_time:
+            return
+        while parent and parent not in self._owed and self.kernel.is_tracked(parent):
+            self._owed.add(parent)
+            parent = self.kernel.parent_of(parent)
+
     def _reconcile(self, pid: int, info: HostProcess | None = None) -> None:
-        """A process that counted while events were lost: what Linux says its
-        waited-for children used beyond what reached us is counted for it."""
-        if not self._host_time or not self.kernel.is_lossy(pid):
+        """A process that counted while events were lost, or under which a
+        child was folded short: what Linux says its waited-for children used
+        beyond what reached us is counted for it."""
+        if pid in self._owed and not self.kernel.is_tracked(pid):
+            self._owed.discard(pid)
+        if not self._host_time or not (self.kernel.is_lossy(pid) or pid in self._owed):
             return
         info = info or self.host.read_process(pid)
         if info is not None:
@@ -351,6 +369,7 @@ class Lifecycle:
 
     def _reaped_one(self, pid: int, waited: bool) -> None:
         parent = self.kernel.parent_of(pid)
+        self._owed.discard(pid)
         self._zombies.get(parent, set()).discard(pid)
         if parent in self._zombies and not self._zombies[parent]:
             del self._zombies[parent]
