@@ -596,7 +596,7 @@ def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path)
     binary = tmp_path / "spin"
     subprocess.run([CC, "-O2", "-pthread", "-o", str(binary), str(src)], check=True)
     for argv, threaded in (([str(binary)], False), ([str(binary), "thread"], True)):
-        exact = 0
+        exact = aggregates = 0
         for _ in range(5):
             child = subprocess.Popen(argv)
             os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
@@ -609,7 +609,14 @@ def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path)
             task, group = ts.task_record(child.pid), ts.group_record(child.pid)
             usage = os.wait4(child.pid, 0)[2]
             assert task is not None and group is not None
-            assert bool(group.total_ns) is threaded
+            # The daemon splits by the zombie's own record only when the
+            # aggregate holds no time (clock._zombie_split).  A threaded
+            # process's aggregate came empty once in a fresh-clone run beside
+            # two CPU hogs; its second thread ran microseconds, so the
+            # leader's samples are the group's and the split below is still
+            # wait4's, which every run checks.
+            assert not group.total_ns or threaded
+            aggregates += bool(group.total_ns)
             user, system = ts.adjusted_split(task.user_ns, task.system_ns, total)
             waited = round(usage.ru_utime * 1e9), round(usage.ru_stime * 1e9)
             assert abs(user + system - sum(waited)) <= 20_000
@@ -619,4 +626,5 @@ def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path)
             assert system <= waited[1] + 20_000
             exact += abs(system - waited[1]) <= 20_000
         assert exact >= 3
+        assert aggregates >= 3 if threaded else aggregates == 0
     assert ts.task_record(child.pid) is None  # reaped: gone
