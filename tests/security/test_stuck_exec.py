@@ -104,9 +104,12 @@ def stuck_process(hung: HungFs, nobody_python) -> tuple[subprocess.Popen, int]:
 
 
 def go_stuck(proc: subprocess.Popen, hung: HungFs) -> None:
+    """Send ``proc`` into its exec and wait until that exec, not an earlier
+    one, waits on the hung FLUSH."""
+    before = hung.waiting()
     proc.stdin.write("go\n")
     proc.stdin.flush()
-    assert wait_for(lambda: hung.waiting() > 0), "the exec never reached the hung FLUSH"
+    assert wait_for(lambda: hung.waiting() > before), "the exec never reached the hung FLUSH"
 
 
 def timed(call):
