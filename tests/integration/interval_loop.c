@@ -5,9 +5,9 @@
  *
  * PIOCENEVCTRS on MOUNT/%05d: cycles in user mode (slot 0, counter 0) and
  * in user mode and exception level (slot 16, counter 1; exception level
- * counts a share of system time).  Prints, for every read, "read CPU_NS GEN
- * U UE" with the process's CPU clock taken just before the read (the read
- * itself waits off the CPU), then exits 0. */
+ * counts a share of system time).  Prints, for every read, "read BEFORE
+ * AFTER GEN U UE" with the process's CPU clock taken just before and just
+ * after the read (the daemon takes its own in between), then exits 0. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,12 +65,13 @@ int main(int argc, char **argv)
     }
     next = cpu_ns();
     for (i = 0; i <= reads; i++) {
-        long long now = cpu_ns();
+        long long before = cpu_ns(), after;
         if ((gen = ioctl(fd, PIOCGETEVCTRS, &counts)) < 0) {
             perror("PIOCGETEVCTRS");
             return 1;
         }
-        printf("read %lld %d %lld %lld\n", now, gen, (long long)counts.hwp_evctr[0],
+        after = cpu_ns();
+        printf("read %lld %lld %d %lld %lld\n", before, after, gen, (long long)counts.hwp_evctr[0],
                (long long)counts.hwp_evctr[16]);
         fflush(stdout);
         next += interval;

@@ -11,10 +11,12 @@ of system time is never taken out of one interval (which cost 5% before);
 only while the process is younger than the window that spreads it can a
 10 ms step of stat's system time show over its life so far.
 
-The program takes its CPU clock just before each read and the daemon its
-own a few microseconds later, inside the read; so an interval may show up
-to that difference (``JITTER_NS``) more than the program's clock: the
-daemon's own readings are what the counts never exceed."""
+The program takes its CPU clock just before and just after each read, and
+the daemon takes its own in between: so an interval counts at most what
+the program's clock ran from before one read to after the next.  The gap
+is not a fixed few microseconds: a kernel without IRQ time accounting
+charges interrupts that land in the read's system call to the program,
+which can be hundreds of microseconds."""
 
 from __future__ import annotations
 
@@ -31,7 +33,6 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 MHZ = 200
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-JITTER_NS = 100_000  # the program's clock read to the daemon's, per read
 EXL_SHARE = 10  # exception level counts a tenth of system time (the balanced profile)
 
 
@@ -81,12 +82,12 @@ def test_every_interval_counts_the_cpu_time_it_ran_and_exit_counts_what_wait4_re
     stime = usage.ru_stime * 1e9
     system_share = stime / (utime + stime)
     ratios = []
-    for (cpu0, gen0, u0, ue0), (cpu1, gen1, u1, ue1) in zip(reads, reads[1:]):
-        interval = cpu1 - cpu0
+    for (cpu0, after0, gen0, u0, ue0), (cpu1, after1, gen1, u1, ue1) in zip(reads, reads[1:]):
+        interval, most = cpu1 - cpu0, after1 - cpu0
         assert gen1 == gen0
         user, both = ns(u1 - u0), ns(ue1 - ue0)
         exl = both - user
-        assert user <= interval + JITTER_NS and both <= interval + JITTER_NS, (interval, user, both)
+        assert user <= most and both <= most, (interval, most, user, both)
         assert (0.99 - system_share) * interval <= user, (interval, user, system_share)
         assert 0 <= exl * EXL_SHARE <= (0.01 + system_share) * interval, (interval, exl, system_share)
         ratios.append(user / interval)
