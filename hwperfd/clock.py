@@ -164,6 +164,9 @@ class RealClock:
                 atts[key] = (now, att)
                 return att.last
             if key in held:
+                # Its stat is looked at once a tick too (for a zombie), not
+                # at every read: a read of stat may wait on a worker.
+                atts[key] = (now, att)
                 return att.at(total)
             att.at(total)
             att.look((utime, stime), processes.TICK_NS)

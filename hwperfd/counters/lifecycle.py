@@ -228,8 +228,10 @@ class Lifecycle:
             return False
         if info is None or (start and info.start != start) or moved_on:
             # Reaped before we heard (the pid may be another process's by
-            # now): its parent waited for it.
-            comm = self.kernel.comm_of(pid) or event.comm
+            # now): its parent waited for it.  Its exit record names what it
+            # ran last; the name noted at its fork is its parent's if its
+            # exec was heard only after it was gone (``sh -c 'seq | sort'``).
+            comm = event.comm or self.kernel.comm_of(pid)
             self.kernel.exit(pid, known_parent, True, comm, final=self._final(event))
             self._reaped(pid)
             self._owe(known_parent)
@@ -334,7 +336,8 @@ class Lifecycle:
         if not self.kernel.has_exited(pid):
             self._fold_reaped_children(pid)
             final = self._final(exiting) if exiting is not None else None
-            self.kernel.exit(pid, self.kernel.parent_of(pid), True, self.kernel.comm_of(pid), final=final)
+            comm = (exiting.comm if exiting is not None else "") or self.kernel.comm_of(pid)
+            self.kernel.exit(pid, self.kernel.parent_of(pid), True, comm, final=final)
         self._reaped(pid)
 
     def _alive(self, pid: int) -> bool:

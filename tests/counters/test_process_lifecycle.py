@@ -661,3 +661,20 @@ def test_a_child_still_in_its_exit_at_its_record_folds_before_its_parent_exits(k
     host.reap(101)
     life.settle(100)
     assert kernel.read(caller(grandparent), grandparent)[1][0] == 5 * CYCLES_PER_MS
+
+
+def test_a_child_reaped_before_its_exec_was_heard_is_listed_by_the_name_its_exit_record_gives(kernel, life, host):
+    """``sh -c 'seq | sort'``: the fork is heard while the child is still
+    the shell, its exec only once it is gone; perfex -mp lists it by what
+    it ran (the exit record's name), not as a second "sh"."""
+    parent = host.spawn(100, 1)
+    parent.waiting = True
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100, comm="sh")
+    life.apply([Forked(100, 101)])
+    host.run(101, 3)
+    host.die(101)
+    host.reap(101)
+    life.apply([Execed(101), Exited(101, 100, "seq", (3 * MS, 0))])
+    assert [(pid, comm) for pid, comm, _ in kernel.descendants(100)] == [(101, "seq")]
+    assert kernel.descendants(100)[0][2][0] == 3 * CYCLES_PER_MS
