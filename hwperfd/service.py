@@ -595,7 +595,7 @@ class Daemon:
                     else:
                         threads.append(ThreadCreated(event.child_tgid, event.child_pid, at_ns=event.timestamp_ns))
                 elif isinstance(event, procevents.ExecEvent):
-                    threads.append(ProcessExeced(event.tgid))
+                    threads.append(ProcessExeced(event.tgid, event.timestamp_ns))
                     if event.pid == event.tgid:
                         batch.append(Execed(event.pid))
                 elif isinstance(event, procevents.ExitEvent):

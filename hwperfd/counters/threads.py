@@ -94,6 +94,7 @@ class ProcessExited:
 @dataclass(frozen=True)
 class ProcessExeced:
     pid: int
+    at_ns: int = 0  # when (CLOCK_MONOTONIC; 0: unknown)
 
 
 ThreadEvent = ThreadCreated | ThreadExited | ProcessExited | ProcessExeced
@@ -141,6 +142,7 @@ class ThreadContext:
     looked: int = -1  # CPU ns (user + system) counted at the tick's last look
     idle_wait: int = 0  # the tick's last wait while the timed thread did not run
     process_looked: int = -1  # its process's CPU ns (all threads) read before the tick's last look
+    attached_ns: int = 0  # when it was set up (CLOCK_MONOTONIC): an exec reported late is not its
 
 
 @dataclass
@@ -257,7 +259,9 @@ class ThreadTable:
             times = self.clock.thread_times(pid, tid) or (0, 0)
         self._serial += 1
         pmu = PmuCpu(0, self.model, self.mhz, freeze=True)
-        ctx = ThreadContext(service, pid, tid, start, owner, pmu, times, data, serial=self._serial)
+        ctx = ThreadContext(
+            service, pid, tid, start, owner, pmu, times, data, serial=self._serial, attached_ns=time.monotonic_ns()
+        )
         self._add(ctx)
         trace.active.attached(ctx)
         return ctx
@@ -510,7 +514,7 @@ class ThreadTable:
                     self._end(ctx)
                     changed += 1
             else:
-                changed += self._execed(event.pid)
+                changed += self._execed(event.pid, event.at_ns)
         return changed
 
     def _created(self, event: ThreadCreated) -> int:
@@ -542,11 +546,16 @@ class ThreadTable:
                 hooks.on_inherited(new)
         return made
 
-    def _execed(self, pid: int) -> int:
+    def _execed(self, pid: int, at_ns: int = 0) -> int:
         """exec(2) leaves one thread, with the process's pid as its tid
-        (the others' exits are reported on their own)."""
+        (the others' exits are reported on their own).  A context set up
+        after the exec (``at_ns``) is the new image's own: the report came
+        late, behind a daemon that waited for a CPU, and the program had
+        already opened its counters (PAPI's perfctr control has CLOEXEC)."""
         ended = 0
         for ctx in self._of_process(pid):
+            if at_ns and ctx.attached_ns > at_ns:
+                continue
             hooks = self._hooks.get(ctx.service)
             keep = hooks is not None and hooks.on_exec is not None and hooks.on_exec(ctx)
             if not keep:

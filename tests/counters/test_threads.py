@@ -190,6 +190,21 @@ def test_exec_keeps_only_what_the_service_keeps(host, table):
     assert table.get("perfctr", 20) is None and table.get("cpc", 10) is None
 
 
+def test_an_exec_reported_after_the_new_images_own_set_up_leaves_it(host, table):
+    """The connector's report of an exec can come after the new image has
+    set up its counters (a daemon behind other users' fork storms): the
+    exec ends what was set up before it, never what came after."""
+    table.register("perfctr", on_exec=lambda ctx: False)  # CLOEXEC: every exec ends it
+    host.spawn(10, 10)
+    host.spawn(20, 20)
+    before = table.attach("perfctr", 10, 10, owner=1000)
+    after = table.attach("perfctr", 20, 20, owner=1000)
+    assert table.apply([ProcessExeced(10, at_ns=before.attached_ns + 1)]) == 1
+    assert table.apply([ProcessExeced(20, at_ns=after.attached_ns - 1)]) == 0
+    assert table.get("perfctr", 10) is None
+    assert table.get("perfctr", 20) is after
+
+
 def test_overflow_reaches_the_service_with_the_mask(host, table):
     seen: list[tuple[int, int]] = []
     table.register("perfctr", on_overflow=lambda ctx, mask: seen.append((ctx.tid, mask)))
