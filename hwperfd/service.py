@@ -154,6 +154,7 @@ class Daemon:
             self.cpus.model, self.cpus.mhz, self.clock, self._profile, processes.read_thread_start,
             host_time=isinstance(self.clock, RealClock),
             process_cpu_ns=processes.read_cpu_total if isinstance(self.clock, RealClock) else None,
+            running_start=processes.read_running_thread_start,
         )
         self.events: procevents.ProcessEvents | None = None
         # Thread events reach the daemon only for processes with thread

@@ -172,6 +172,7 @@ class ThreadTable:
         per_user: int = PER_USER,
         host_time: bool = False,
         process_cpu_ns: Callable[[int], int | None] | None = None,
+        running_start: Callable[[int, int], int | None] | None = None,
     ) -> None:
         """``profile(pid)`` is the workload profile a process runs (set per
         process, shared by its threads); ``start_of(pid, tid)`` the start
@@ -180,7 +181,9 @@ class ThreadTable:
         (``left_ns``); ``process_cpu_ns(pid)`` the CPU ns all of a process's
         threads have run (None if gone): one system call, where a thread's
         own time takes /proc reads, so the tick's look at a thread whose
-        process has not run since the last look reads nothing more."""
+        process has not run since the last look reads nothing more;
+        ``running_start(pid, tid)`` the start of a thread that lives and has
+        not begun its exit, None otherwise."""
         self.host_time = host_time
         self._process_cpu_ns = process_cpu_ns
         self.model = model
@@ -188,6 +191,7 @@ class ThreadTable:
         self.clock = clock
         self._profile = profile
         self._start_of = start_of
+        self._running_start = running_start
         self.per_user = per_user
         self._hooks: dict[str, _Hooks] = {}
         self._books = _Bookkeeping()
@@ -502,7 +506,7 @@ class ThreadTable:
                 changed += self._created(event)
             elif isinstance(event, ThreadExited):
                 for ctx in list(self._books.by_tid.get(event.tid, {}).values()):
-                    if ctx.pid == event.pid:
+                    if ctx.pid == event.pid and not self._still_runs(ctx):
                         # Its last run counts: the clock may still know it (the
                         # kernel's exit accounting), though /proc has let it go.
                         self.catch_up(ctx)
@@ -510,12 +514,21 @@ class ThreadTable:
                         changed += 1
             elif isinstance(event, ProcessExited):
                 for ctx in self._of_process(event.pid):
+                    if self._still_runs(ctx):
+                        continue
                     self.catch_up(ctx)  # as for one thread: its last run counts
                     self._end(ctx)
                     changed += 1
             else:
                 changed += self._execed(event.pid, event.at_ns)
         return changed
+
+    def _still_runs(self, ctx: ThreadContext) -> bool:
+        """Whether the thread ``ctx`` was set up on still runs, not in its
+        exit: an exit reported late (behind other users' fork storms) was a
+        predecessor's under the same pid or tid, taken again meanwhile (a
+        busy machine wraps pid_max in minutes)."""
+        return self._running_start is not None and self._running_start(ctx.pid, ctx.tid) == ctx.start
 
     def _created(self, event: ThreadCreated) -> int:
         """Each service whose context on the creating thread inherits gives

@@ -275,6 +275,19 @@ def read_thread_start(pid: int, tid: int) -> int | None:
     return _start_in(f"{PROC}/{pid}/task/{tid}/stat")
 
 
+def read_running_thread_start(pid: int, tid: int) -> int | None:
+    """The start time of thread ``tid`` of ``pid`` if it lives and has not
+    begun its exit (neither a zombie nor PF_EXITING), else None: an exit
+    reported of the tid is then a predecessor's."""
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/task/{tid}/stat"))
+        if st[_STATE] in (b"Z", b"X", b"x") or int(st[_FLAGS]) & PF_EXITING:
+            return None
+        return int(st[_STARTTIME]) * 1_000_000_000 // CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None  # gone, or stuck where its stat waits: the exit is taken as told
+
+
 def thread_group(tid: int) -> int | None:
     """The process (thread group) a task belongs to, or None if gone."""
     try:

@@ -205,6 +205,27 @@ def test_an_exec_reported_after_the_new_images_own_set_up_leaves_it(host, table)
     assert table.get("perfctr", 20) is after
 
 
+def test_an_exit_reported_late_of_a_pid_or_tid_taken_again_leaves_the_new_threads_contexts(host):
+    """A busy machine wraps pid_max in minutes, and the report of a thread's
+    or process's exit can come after the pid or tid has gone to a new
+    process that set up its counters: the report ends only contexts whose
+    thread has gone or begun its exit."""
+    unit = WorkloadProfile.named("unit")
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, per_user=3,
+                        running_start=host.start_of)  # fmt: skip
+    table.register("perfctr")
+    host.spawn(10, 10, start=5)
+    host.spawn(10, 11, start=5)
+    main, second = table.attach("perfctr", 10, 10, owner=1000), table.attach("perfctr", 10, 11, owner=1000)
+    assert table.apply([ProcessExited(10), ThreadExited(10, 11)]) == 0  # the predecessors' exits
+    assert table.get("perfctr", 10) is main and table.get("perfctr", 11) is second
+    host.end(10, 11)
+    assert table.apply([ThreadExited(10, 11)]) == 1
+    host.end(10, 10)
+    assert table.apply([ProcessExited(10)]) == 1
+    assert table.get("perfctr", 10) is None and table.get("perfctr", 11) is None
+
+
 def test_overflow_reaches_the_service_with_the_mask(host, table):
     seen: list[tuple[int, int]] = []
     table.register("perfctr", on_overflow=lambda ctx, mask: seen.append((ctx.tid, mask)))
