@@ -138,7 +138,11 @@ class SignalSender:
             if owed.tid:
                 pidfd = processes.open_thread_pidfd(owed.pid, owed.tid, owed.thread_start)
             else:
-                pidfd = processes.open_pidfd(owed.pid, owed.start) if owed.start else _open_any(owed.pid)
+                # A process whose start the daemon never learnt (its fork
+                # heard only once it was gone) cannot be told from a later
+                # one at its pid, which fork storms bring round in minutes:
+                # its signals are dropped, never sent to whoever has the pid.
+                pidfd = processes.open_pidfd(owed.pid, owed.start) if owed.start else None
             if pidfd is None:
                 self.dropped += owed.count
                 return
@@ -336,9 +340,3 @@ class SignalSender:
 def _queues(sig: int) -> bool:
     """Real-time signals queue; standard ones merge while pending."""
     return sig >= signal.SIGRTMIN
-
-
-def _open_any(pid: int) -> int | None:
-    """A pidfd for whatever process is at ``pid`` (its start not known)."""
-    start = processes.read_start(pid)
-    return None if start is None else processes.open_pidfd(pid, start)

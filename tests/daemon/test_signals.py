@@ -292,3 +292,19 @@ def test_ticks_alone_never_reach_a_process_that_does_not_catch_them():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_process_whose_start_was_never_learnt_gets_no_signal_at_its_pid():
+    """Owed to a process whose fork was heard only once it had gone (start
+    unknown): the pid may be another process's by now, so nothing is sent
+    to whoever has it."""
+    child = spawn(COUNTS_SIGUSR1)
+    try:
+        sender = run_sender([owed(child.pid, 2, start=0)], 0.3)
+        assert sender.sent == 0 and sender.dropped == 2
+        out, _ = child.communicate(b"", timeout=10)
+        assert out == b"0\n"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
