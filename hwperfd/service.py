@@ -297,7 +297,7 @@ class Daemon:
     def _owe(self, owed: Signal) -> None:
         """Overflow signals of IRIX counters: the counts that raised them are
         written before they are sent (``_record_setup``)."""
-        self._overflowed.add(owed.pid)
+        self._overflowed.add(owed.tid or owed.pid)  # a thread's own counters are kept under its tid
         self.signals.owe(owed)
 
     def _gone(self, pid: int) -> None:
@@ -324,7 +324,7 @@ class Daemon:
         if self.durable is not None:
             self.durable.sync_clock(self.clock)
         # Under the manual clock, overflow signals follow the advance at once.
-        self.kernel.catch_up([pid] if pid >= 0 else [])
+        self.kernel.catch_up([pid, *self.kernel.thread_records(pid)] if pid >= 0 else [])
         for ctx in self.threads.of_process(pid) if pid >= 0 else ():
             self.threads.catch_up(ctx)
 
