@@ -301,8 +301,14 @@ class Daemon:
         self.signals.owe(owed)
 
     def _gone(self, pid: int) -> None:
-        """The kernel let a process's state go: so does everything else kept for it."""
+        """The kernel let a process's state go (or a thread's own, under its
+        tid): so does everything else kept for it.  The clock's line for the
+        thread goes too unless a thread context still counts it: a later
+        thread given the tid would be held to it, its counts standing still
+        until it outran the old thread's time."""
         self._dirty.add(pid)
+        if not self.threads.has_thread(pid):
+            self.clock.forget_thread(pid)
         self.signals.forget(pid)
         self.fs.faults.forget(pid)
         if self.fs.state_pages is not None:

@@ -25,7 +25,13 @@
  *	For the manual clock: the four threads set up as above and wait;
  *	prints "tid=I TID" a thread, then "ready"; each line read then
  *	prints "thread=I signals=N foreign=F" a thread and "stray=M", until
- *	the input ends. */
+ *	the input ends.
+ *
+ *   irix_sampler reuse CPU_MS
+ *	(root) A thread of a child process counts CPU_MS of its own CPU time
+ *	on its own file and ends with the child; a thread of this process is
+ *	then given its tid (ns_last_pid) and does the same.  Prints
+ *	"reused=R sum=S cpu_ns=T" for the second. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -34,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <sys/procfs.h>
 #include <sys/hwperftypes.h>
 #include <sys/hwperfmacros.h>
@@ -45,7 +52,7 @@
 
 struct sampler {
     pthread_t thread;
-    int fd, index;
+    int fd, index, tid;
     clockid_t clock;		/* the CPU clock its counters count */
     long long period, begin_ns;
     volatile long signals;
@@ -221,6 +228,71 @@ static int hold(int argc, char **argv)
     return 0;
 }
 
+static void *count_and_end(void *arg)
+{
+    struct sampler *s = arg;
+
+    s->tid = (int)gettid();
+    if (s->period == 0)
+	return NULL;	/* not the tid sought: ends at once */
+    enable(s);
+    burn(s->clock, s->begin_ns + cpu_ms * 1000000LL);
+    s->sum = cycles(s);
+    s->cpu_ns = clock_ns(s->clock) - s->begin_ns;
+    ioctl(s->fd, PIOCRELEVCTRS);
+    close(s->fd);
+    return NULL;
+}
+
+static int reuse(char **argv)
+{
+    struct sampler *first = &samplers[0], *second = &samplers[1];
+    int reused = 0, tid_pipe[2];
+
+    cpu_ms = atoll(argv[2]);
+    first->period = second->period = 0x7fffffff;	/* never overflows: counts alone */
+    first->clock = second->clock = CLOCK_THREAD_CPUTIME_ID;
+    /* The first thread is another process's: this one has no counters
+       when its second thread is made (the daemon hears nothing of it). */
+    if (pipe(tid_pipe) < 0)
+	return 1;
+    if (fork() == 0) {
+	if (pthread_create(&first->thread, NULL, count_and_end, first) != 0)
+	    _exit(1);
+	pthread_join(first->thread, NULL);
+	_exit(write(tid_pipe[1], &first->tid, sizeof first->tid) != sizeof first->tid);
+    }
+    if (read(tid_pipe[0], &first->tid, sizeof first->tid) != sizeof first->tid)
+	return 1;
+    wait(NULL);
+    for (int tries = 0; tries < 200 && !reused; ++tries) {
+	FILE *last = fopen("/proc/sys/kernel/ns_last_pid", "w");
+	pthread_t probe;
+	struct sampler other = *second;
+
+	if (last == NULL)
+	    return perror("ns_last_pid"), 1;
+	fprintf(last, "%d", first->tid - 1);
+	fclose(last);
+	other.period = 0;
+	if (pthread_create(&probe, NULL, count_and_end, &other) != 0)
+	    return 1;
+	pthread_join(probe, NULL);
+	if (other.tid != first->tid)
+	    continue;
+	/* the tid is free again and the next clone takes it, as this one did */
+	last = fopen("/proc/sys/kernel/ns_last_pid", "w");
+	fprintf(last, "%d", first->tid - 1);
+	fclose(last);
+	if (pthread_create(&second->thread, NULL, count_and_end, second) != 0)
+	    return 1;
+	pthread_join(second->thread, NULL);
+	reused = second->tid == first->tid;
+    }
+    printf("reused=%d sum=%llu cpu_ns=%lld\n", reused, second->sum, second->cpu_ns);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct sigaction sa;
@@ -234,6 +306,8 @@ int main(int argc, char **argv)
     sigaction(SIGUSR1, &sa, NULL);
     if (strcmp(argv[1], "hold") == 0)
 	return hold(argc, argv);
+    if (strcmp(argv[1], "reuse") == 0 && argc == 3)
+	return reuse(argv);
     threads = strcmp(argv[1], "threads") == 0;
     if (threads ? argc != 4 + NTHREADS : argc != 5)
 	return 2;

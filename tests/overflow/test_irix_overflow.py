@@ -76,3 +76,19 @@ def test_each_threads_own_counters_signal_that_thread_once_a_period_from_1_ms_to
         if proc.stdin is not None:
             proc.stdin.close()
         proc.wait(timeout=20)
+
+
+def test_a_thread_given_an_ended_threads_tid_counts_its_own_time_from_zero(irix_real, irix_sampler):
+    """The ended thread (another process's) had counters of its own; its
+    line of CPU time goes with them.  Kept under the tid, it held the next
+    thread's counts to the first one's time (they stood at 0 until the new
+    thread outran it): the daemon hears nothing of the creation of a thread
+    in a process without per-thread counters yet."""
+    done = subprocess.run([str(irix_sampler), "reuse", "100"], capture_output=True, text=True, env=irix_real.env(),
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    r = fields(done.stdout)
+    if not r["reused"]:
+        pytest.skip("another process took the tid each time")
+    held = r["cpu_ns"] * IRIX_MHZ // 1000  # the cycles its own CPU time holds
+    assert held * 9 // 10 <= r["sum"] <= held, r
