@@ -8,9 +8,9 @@
  *   irix_sampler process PERIOD CPU_MS MHZ
  *	The process's counters; it burns CPU_MS of CPU time.  Prints
  *	"signals=N counted=C cpu_ns=T", then per signal how far the count
- *	read in the handler was past that signal's overflow ("past" counts)
- *	and how much of the process's CPU time went between the overflow and
- *	the handler ("late" ns).
+ *	read in the handler was past the latest overflow it had crossed
+ *	("past" counts) and how much of the process's CPU time went between
+ *	that overflow and the handler ("late" ns).
  *
  *   irix_sampler threads CPU_MS MHZ PERIOD0 PERIOD1 PERIOD2 PERIOD3
  *	Four threads, each with counters of its own (a thread's own
@@ -105,8 +105,12 @@ static void on_overflow(int sig, siginfo_t *si, void *uc)
     if (count < (unsigned long long)(n * s->period))
 	++s->foreign;
     if (s->signals < MAX_SIGNALS) {
-	s->past[s->signals] = (long long)count - n * s->period;
-	s->late[s->signals] = now - s->begin_ns - (long long)(n * s->period * ns_per_cycle);
+	/* Against the latest overflow the count has crossed: a signal found
+	   late may have absorbed the one before. */
+	long long crossed = (long long)count / s->period * s->period;
+
+	s->past[s->signals] = (long long)count - crossed;
+	s->late[s->signals] = now - s->begin_ns - (long long)(crossed * ns_per_cycle);
     }
     s->signals = n;
 }
