@@ -13,7 +13,6 @@ import hashlib
 import itertools
 import logging
 import os
-import select
 import signal
 import sqlite3
 import time
@@ -478,7 +477,7 @@ class Daemon:
                 while await self.events.wait_readable():
                     while True:
                         for _ in range(YIELDS_TO_REQUESTS if fuse >= 0 else 0):
-                            if not select.select([fuse], [], [], 0)[0]:
+                            if not netlink.readable([fuse], 0):
                                 break
                             await trio.sleep(0)  # a request is queued: it goes first
                         if not self._catch_up_events(None):
