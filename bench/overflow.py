@@ -42,7 +42,8 @@ the handler, in counts; "got" the signals against what the CPU time holds.
 Last, the idle cost: --idle processes (2 000; --quick 50) that block on a
 pipe, each with a vperfctr i-mode counter of a 100 ms period through
 libperfctr, and the daemon's CPU time over 10 s (% of one core), with the
-timer and without it; the goal is under 1%.
+timer and without it; the goal is under 1%.  (For IRIX, printed after its
+figures: as many processes with a threshold of 100 ms of CPU time.)
 """
 
 from __future__ import annotations
@@ -221,18 +222,56 @@ int main(int argc, char **argv)
 """
 
 
+IDLE_IRIX_CHILD = r"""
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/procfs.h>
+#include <unistd.h>
+/* One idle IRIX process: cycles with the interrupt enable bit and a
+   threshold of PERIOD, SIGUSR1; then "1" on stdout, and it blocks on stdin. */
+static void on_usr1(int sig) { (void)sig; }
+int main(int argc, char **argv)
+{
+    hwperf_profevctrarg_t args;
+    char path[4096], b;
+    int fd;
+
+    (void)argc;
+    signal(SIGUSR1, on_usr1);
+    memset(&args, 0, sizeof args);
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_mode = HWPERF_CNTEN_U;
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_ie = 1;
+    args.hwp_ovflw_freq[0] = atoi(argv[1]);
+    args.hwp_ovflw_sig = SIGUSR1;
+    snprintf(path, sizeof path, "%s/%d", getenv("HWPERFD_MOUNT"), (int)getpid());
+    if ((fd = open(path, O_RDWR)) < 0 || ioctl(fd, PIOCENEVCTRS, &args) < 0)
+        return perror(path), 1;
+    write(1, "1", 1);
+    return read(0, &b, 1) < 0;
+}
+"""
+
+
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, seconds: float) -> str:
+def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, seconds: float,
+         irix_child: bool = False) -> str:  # fmt: skip
     """The daemon's CPU over ``seconds`` with ``n`` idle i-mode counting
-    processes, against the same daemon's over ``seconds`` with none just
-    before (the machine's other processes' events cost it too)."""
-    source = tmp / "idle.c"
-    source.write_text(IDLE_CHILD.replace("#include <unistd.h>", "#include <unistd.h>\n#include <stdlib.h>"))
+    processes (``irix_child``: processes with an IRIX threshold of 100 ms),
+    against the same daemon's over ``seconds`` with none just before (the
+    machine's other processes' events cost it too)."""
+    source = tmp / ("idle_irix.c" if irix_child else "idle.c")
+    source.write_text(IDLE_IRIX_CHILD if irix_child else IDLE_CHILD.replace("#include <unistd.h>",
+                                                                            "#include <unistd.h>\n#include <stdlib.h>"))
     binary = build(tmp, source)
+    period = 100 * (IRIX_MHZ if irix_child else MHZ) * 1000
     env = {**os.environ, "HWPERFD_MOUNT": str(mnt), "HWPERFD_OVERFLOW_TIMER": "1" if timer else "0"}
 
     def share() -> float:
@@ -244,7 +283,7 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
     children, refused = [], 0
     try:
         while len(children) < n and refused <= n // 10:
-            child = subprocess.Popen([str(binary), str(100 * MHZ * 1000)], stdin=subprocess.PIPE,
+            child = subprocess.Popen([str(binary), str(period)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
             assert child.stdout is not None
             if child.stdout.read(1) == b"1":
@@ -258,8 +297,9 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
         for child in children:
             child.kill()
             child.wait()
-    label = "timer" if timer else "tick"
-    return (f"{len(children)} idle i-mode processes, {label:5}: daemon {loaded:.2%} of a core over {seconds:.0f} s,"
+    label = "thresholds" if irix_child else "timer" if timer else "tick"
+    what = "IRIX" if irix_child else "i-mode"
+    return (f"{len(children)} idle {what} processes, {label:5}: daemon {loaded:.2%} of a core over {seconds:.0f} s,"
             f" {baseline:.2%} with none: {loaded - baseline:+.2%} (goal < 1%); set-ups refused {refused}")
 
 
@@ -280,6 +320,8 @@ def irix(tmp: Path, args: argparse.Namespace) -> None:
         periods.append(2**31 - 1)  # longer than the run: never overflows
         for busy in (False, True):
             print("\n".join(run_irix_threads(sampler, mnt, periods, cpu_ms, busy)), flush=True)
+        if args.idle:
+            print(idle(tmp, mnt, daemon, args.idle, False, args.idle_seconds, irix_child=True), flush=True)
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
