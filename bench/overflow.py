@@ -10,8 +10,9 @@ counter (user and system mode) of each period, restarted from the signal
 handler (perfctr i-mode and vperfctr_iresume; libcpc CPC_OVF_NOTIFY_EMT,
 preset and cpc_set_restart), while the client burns --cpu-ms of its own CPU
 time.  Per personality and period, with the libraries' overflow timer
-("timer": docs/overflow.md) and without it (HWPERFD_OVERFLOW_TIMER=0, the
-daemon's tick alone, as before the timer), it prints:
+("timer": docs/overflow.md), without it (HWPERFD_OVERFLOW_TIMER=0, the
+daemon's tick alone, as before the timer), and with the timer beside a
+CPU-bound process on every CPU ("+busy"), it prints:
 
   signals  what arrived; "of cpu" what the CPU time holds (cycles of it /
            period); "of counted" what the counter counted / period - the
@@ -30,10 +31,19 @@ thread, signals against the CPU time's and the counted cycles' worth, and
 signals that reached a thread that did not overflow ("foreign", with the
 main thread's "stray").
 
+Then IRIX (an R10000 mount at IRIX_MHZ): overflow thresholds with the
+interrupt enable bit and SIGUSR1 (tests/overflow/irix_sampler.c, under the
+hwperfd-run shim), on the process's counters and on four threads' own, alone
+and beside a CPU-bound process on every CPU.  IRIX counters count on
+through an overflow: "past" is the count in the handler past the signal's
+overflow, "late" the process's (or thread's) CPU time from the overflow to
+the handler, in counts; "got" the signals against what the CPU time holds.
+
 Last, the idle cost: --idle processes (2 000; --quick 50) that block on a
 pipe, each with a vperfctr i-mode counter of a 100 ms period through
 libperfctr, and the daemon's CPU time over 10 s (% of one core), with the
-timer and without it; the goal is under 1%.
+timer and without it; the goal is under 1%.  (For IRIX, printed after its
+figures: as many processes with a threshold of 100 ms of CPU time.)
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MHZ = 2400
+IRIX_MHZ = 200  # an R10000's thresholds are 31 bits: 10 s of CPU time is 2e9 cycles
 
 
 def build(tmp: Path, source: Path) -> Path:
@@ -62,14 +73,14 @@ def build(tmp: Path, source: Path) -> Path:
     return out
 
 
-def mount(tmp: Path) -> tuple[subprocess.Popen, Path]:
-    mnt = tmp / "mnt"
+def mount(tmp: Path, cpu_type: str = "intel", mhz: int = MHZ) -> tuple[subprocess.Popen, Path]:
+    mnt = tmp / f"mnt-{cpu_type}"
     mnt.mkdir()
-    log = open(tmp / "hwperfd.log", "w")
-    daemon = subprocess.Popen([sys.executable, "-m", "hwperfd", "--cpus", "2", "--cpu-type", "intel", "--mhz",
-                               str(MHZ), str(mnt)], cwd=ROOT, stdout=log, stderr=log)  # fmt: skip
+    log = open(tmp / "hwperfd.log", "a")
+    daemon = subprocess.Popen([sys.executable, "-m", "hwperfd", "--cpus", "2", "--cpu-type", cpu_type, "--mhz",
+                               str(mhz), str(mnt)], cwd=ROOT, stdout=log, stderr=log)  # fmt: skip
     deadline = time.monotonic() + 60
-    while not (mnt / "perfctr").exists():
+    while not (mnt / "control").exists():
         if daemon.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"hwperfd did not mount: {(tmp / 'hwperfd.log').read_text()}")
         time.sleep(0.1)
@@ -81,11 +92,13 @@ def pct(values: list[int], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))] if values else 0
 
 
-def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int, timer: bool = True) -> str:
+def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int, timer: bool = True,
+        busy: bool = False) -> str:  # fmt: skip
     env = {**os.environ, "HWPERFD_MOUNT": str(mnt), "HWPERFD_OVERFLOW_TIMER": "1" if timer else "0"}
-    done = subprocess.run([str(client), personality, str(period), str(cpu_ms), str(MHZ)], capture_output=True,
-                          text=True, env=env, timeout=600)  # fmt: skip
-    label = f"{personality} {'timer' if timer else 'tick'}"
+    with cpu_bound_on_every_cpu(busy):
+        done = subprocess.run([str(client), personality, str(period), str(cpu_ms), str(MHZ)], capture_output=True,
+                              text=True, env=env, timeout=600)  # fmt: skip
+    label = f"{personality} {'timer' if timer else 'tick'}{'+busy' if busy else ''}"
     if done.returncode:
         return f"{label:13} failed: {done.stderr.strip()}"
     head, *rows = done.stdout.splitlines()
@@ -95,10 +108,63 @@ def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int, tim
     late = [int(r.split()[1]) * MHZ // 1000 for r in rows]  # CPU ns -> cycles
     of_cpu = cpu_ns * MHZ / 1000 / period
     return (
-        f"{label:13} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {signals / of_cpu:6.1%}"
+        f"{label:18} {period / MHZ / 1000:8.1f} ms {signals:7d} {of_cpu:9.1f} {signals / of_cpu:6.1%}"
         f" {counted // period:10d} {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
         f" {statistics.median(late) if late else 0:9.0f} {pct(late, 0.99):9.0f}"
     )
+
+
+def irix_env(mnt: Path) -> dict[str, str]:
+    from hwperfd.run import preload_library
+
+    return {**os.environ, "HWPERFD_MOUNT": str(mnt), "LD_PRELOAD": str(preload_library())}
+
+
+def lateness(label: str, signals: int, of_cpu: float, counted: int, past: list[int], late: list[int]) -> str:
+    return (
+        f"{label:13} {signals:7d} {of_cpu:9.1f} {signals / of_cpu if of_cpu else 0:6.1%} {counted:10d}"
+        f" {statistics.median(past) if past else 0:6.0f} {pct(past, 0.99):6.0f}"
+        f" {statistics.median(late) if late else 0:9.0f} {pct(late, 0.99):9.0f}"
+    )
+
+
+def run_irix(sampler: Path, mnt: Path, period: int, cpu_ms: int, busy: bool) -> str:
+    with cpu_bound_on_every_cpu(busy):
+        done = subprocess.run([str(sampler), "process", str(period), str(cpu_ms), str(IRIX_MHZ)], capture_output=True,
+                              text=True, env=irix_env(mnt), timeout=600)  # fmt: skip
+    label = f"process{'+busy' if busy else ''} {period / IRIX_MHZ / 1000:6.1f} ms"
+    if done.returncode:
+        return f"{label} failed: {done.stderr.strip()}"
+    head, *rows = done.stdout.splitlines()
+    fields = dict(kv.split("=") for kv in head.split())
+    past = [int(r.split()[0]) for r in rows]
+    late = [int(r.split()[1]) * IRIX_MHZ // 1000 for r in rows]
+    of_cpu = int(fields["cpu_ns"]) * IRIX_MHZ / 1000 / period
+    return lateness(label, int(fields["signals"]), of_cpu, int(fields["counted"]) // period, past, late)
+
+
+def run_irix_threads(sampler: Path, mnt: Path, periods: list[int], cpu_ms: int, busy: bool) -> list[str]:
+    with cpu_bound_on_every_cpu(busy):
+        done = subprocess.run([str(sampler), "threads", str(cpu_ms), str(IRIX_MHZ), *map(str, periods)],
+                              capture_output=True, text=True, env=irix_env(mnt), timeout=600)  # fmt: skip
+    if done.returncode:
+        return [f"threads{'+busy' if busy else ''} failed: {done.stderr.strip()}"]
+    lines = done.stdout.splitlines()
+    late: dict[int, list[int]] = {}
+    for line in lines:
+        if line.startswith("late="):
+            index, ns = line[5:].split()
+            late.setdefault(int(index), []).append(int(ns) * IRIX_MHZ // 1000)
+    *rows, tail = (dict(kv.split("=") for kv in line.split()) for line in lines if not line.startswith("late="))
+    out = []
+    for row in rows:
+        period = int(row["period"])
+        label = f"thread{row['thread']}{'+busy' if busy else ''} {period / IRIX_MHZ / 1000:6.1f} ms"
+        of_cpu = int(row["cpu_ns"]) * IRIX_MHZ / 1000 / period
+        ticks = late.get(int(row["thread"]), [])
+        out.append(lateness(label, int(row["signals"]), of_cpu, int(row["sum"]) // period, [], ticks)
+                   + f" foreign {row['foreign']} stray {tail['stray']}")  # fmt: skip
+    return out
 
 
 @contextmanager
@@ -123,7 +189,7 @@ def run_threads(client: Path, mnt: Path, personality: str, periods: list[int], c
     out = []
     for row in rows:
         period, signals, counted = int(row["period"]), int(row["signals"]), int(row["sum"])
-        out.append(f"{label:13} {period / MHZ / 1000:8.1f} ms {signals:7d} {cpu_ms * MHZ * 1000 / period:9.1f}"
+        out.append(f"{label:18} {period / MHZ / 1000:8.1f} ms {signals:7d} {cpu_ms * MHZ * 1000 / period:9.1f}"
                    f" {counted // period:10d} {row['foreign']:>7} {tail['stray']:>5}")  # fmt: skip
     return out
 
@@ -156,18 +222,56 @@ int main(int argc, char **argv)
 """
 
 
+IDLE_IRIX_CHILD = r"""
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/procfs.h>
+#include <unistd.h>
+/* One idle IRIX process: cycles with the interrupt enable bit and a
+   threshold of PERIOD, SIGUSR1; then "1" on stdout, and it blocks on stdin. */
+static void on_usr1(int sig) { (void)sig; }
+int main(int argc, char **argv)
+{
+    hwperf_profevctrarg_t args;
+    char path[4096], b;
+    int fd;
+
+    (void)argc;
+    signal(SIGUSR1, on_usr1);
+    memset(&args, 0, sizeof args);
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_mode = HWPERF_CNTEN_U;
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_ie = 1;
+    args.hwp_ovflw_freq[0] = atoi(argv[1]);
+    args.hwp_ovflw_sig = SIGUSR1;
+    snprintf(path, sizeof path, "%s/%d", getenv("HWPERFD_MOUNT"), (int)getpid());
+    if ((fd = open(path, O_RDWR)) < 0 || ioctl(fd, PIOCENEVCTRS, &args) < 0)
+        return perror(path), 1;
+    write(1, "1", 1);
+    return read(0, &b, 1) < 0;
+}
+"""
+
+
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, seconds: float) -> str:
+def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, seconds: float,
+         irix_child: bool = False) -> str:  # fmt: skip
     """The daemon's CPU over ``seconds`` with ``n`` idle i-mode counting
-    processes, against the same daemon's over ``seconds`` with none just
-    before (the machine's other processes' events cost it too)."""
-    source = tmp / "idle.c"
-    source.write_text(IDLE_CHILD.replace("#include <unistd.h>", "#include <unistd.h>\n#include <stdlib.h>"))
+    processes (``irix_child``: processes with an IRIX threshold of 100 ms),
+    against the same daemon's over ``seconds`` with none just before (the
+    machine's other processes' events cost it too)."""
+    source = tmp / ("idle_irix.c" if irix_child else "idle.c")
+    source.write_text(IDLE_IRIX_CHILD if irix_child else IDLE_CHILD.replace("#include <unistd.h>",
+                                                                            "#include <unistd.h>\n#include <stdlib.h>"))
     binary = build(tmp, source)
+    period = 100 * (IRIX_MHZ if irix_child else MHZ) * 1000
     env = {**os.environ, "HWPERFD_MOUNT": str(mnt), "HWPERFD_OVERFLOW_TIMER": "1" if timer else "0"}
 
     def share() -> float:
@@ -179,7 +283,7 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
     children, refused = [], 0
     try:
         while len(children) < n and refused <= n // 10:
-            child = subprocess.Popen([str(binary), str(100 * MHZ * 1000)], stdin=subprocess.PIPE,
+            child = subprocess.Popen([str(binary), str(period)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
             assert child.stdout is not None
             if child.stdout.read(1) == b"1":
@@ -193,21 +297,48 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
         for child in children:
             child.kill()
             child.wait()
-    label = "timer" if timer else "tick"
-    return (f"{len(children)} idle i-mode processes, {label:5}: daemon {loaded:.2%} of a core over {seconds:.0f} s,"
+    label = "thresholds" if irix_child else "timer" if timer else "tick"
+    what = "IRIX" if irix_child else "i-mode"
+    return (f"{len(children)} idle {what} processes, {label:5}: daemon {loaded:.2%} of a core over {seconds:.0f} s,"
             f" {baseline:.2%} with none: {loaded - baseline:+.2%} (goal < 1%); set-ups refused {refused}")
+
+
+def irix(tmp: Path, args: argparse.Namespace) -> None:
+    sampler = build(tmp, ROOT / "tests" / "overflow" / "irix_sampler.c")
+    daemon, mnt = mount(tmp, "r10000", IRIX_MHZ)
+    try:
+        print(f"IRIX thresholds, r10000 {IRIX_MHZ} MHz; load average {os.getloadavg()[0]:.1f}")
+        print(f"{'':21} {'signals':>7} {'of cpu':>9} {'got':>6} {'of counted':>10} "
+              f"{'past':>6} {'p99':>6} {'late':>9} {'p99':>9}")  # fmt: skip
+        for busy in (False, True):
+            for ms in (float(p) for p in args.irix_periods.split(",")):
+                period = int(ms * IRIX_MHZ * 1000)
+                cpu_ms = args.cpu_ms or max(300, int(20.5 * ms))
+                print(run_irix(sampler, mnt, period, cpu_ms, busy), flush=True)
+        periods = [int(float(p) * IRIX_MHZ * 1000) for p in args.threads.split(",")]
+        cpu_ms = args.cpu_ms or max(300, int(20 * max(periods) / IRIX_MHZ / 1000))
+        periods.append(2**31 - 1)  # longer than the run: never overflows
+        for busy in (False, True):
+            print("\n".join(run_irix_threads(sampler, mnt, periods, cpu_ms, busy)), flush=True)
+        if args.idle:
+            print(idle(tmp, mnt, daemon, args.idle, False, args.idle_seconds, irix_child=True), flush=True)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False, capture_output=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-ms", type=int, default=0, help="CPU time per run (default: 20 periods, at least 300 ms)")
     parser.add_argument("--periods", default="1,10,100", help="periods in ms of CPU time at 2400 MHz")
+    parser.add_argument("--irix-periods", default="1,10,100,1000", help="IRIX periods in ms of CPU time")
     parser.add_argument("--threads", default="1,2,5", help="three threads' periods in ms (a fourth never overflows)")
     parser.add_argument("--idle", type=int, default=2000, help="idle counting processes for the idle cost (0: none)")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     quick = os.environ.get("HWPERFD_BENCH_QUICK") == "1"
     if quick:  # bench/run.py --quick: a smoke test
-        parser.set_defaults(cpu_ms=40, periods="1", idle=20, idle_seconds=1.0)
+        parser.set_defaults(cpu_ms=40, periods="1", irix_periods="1", idle=20, idle_seconds=1.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hwperfd-overflow-") as name:
         tmp = Path(name)
@@ -216,7 +347,7 @@ def main() -> None:
         daemon, mnt = mount(tmp)
         try:
             print(f"hwperfd real clock, intel {MHZ} MHz; load average {os.getloadavg()[0]:.1f}")
-            print(f"{'':13} {'period':>11} {'signals':>7} {'of cpu':>9} {'got':>6} {'of counted':>10} "
+            print(f"{'':18} {'period':>11} {'signals':>7} {'of cpu':>9} {'got':>6} {'of counted':>10} "
                   f"{'past':>6} {'p99':>6} {'late':>9} {'p99':>9}")  # fmt: skip
             for ms in (float(p) for p in args.periods.split(",")):
                 period = int(ms * MHZ * 1000)
@@ -224,6 +355,7 @@ def main() -> None:
                 for personality in ("perfctr", "cpc"):
                     for timer in (True, False):
                         print(run(client, mnt, personality, period, cpu_ms, timer), flush=True)
+                    print(run(client, mnt, personality, period, cpu_ms, busy=True), flush=True)
             periods = [int(float(p) * MHZ * 1000) for p in args.threads.split(",")]
             cpu_ms = args.cpu_ms or max(300, int(20 * max(periods) / MHZ / 1000))
             periods.append(2**31 - 1)  # perfctr's longest ireset: longer than the run, never overflows
@@ -232,6 +364,7 @@ def main() -> None:
             for busy in (False, True):
                 for personality in ("perfctr", "cpc"):
                     print("\n".join(run_threads(threads, mnt, personality, periods, cpu_ms, busy)), flush=True)
+            irix(tmp, args)
             if args.idle:
                 for timer in (True, False):
                     print(idle(tmp, mnt, daemon, args.idle, timer, args.idle_seconds), flush=True)

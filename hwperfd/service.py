@@ -13,7 +13,6 @@ import hashlib
 import itertools
 import logging
 import os
-import select
 import signal
 import sqlite3
 import time
@@ -298,12 +297,18 @@ class Daemon:
     def _owe(self, owed: Signal) -> None:
         """Overflow signals of IRIX counters: the counts that raised them are
         written before they are sent (``_record_setup``)."""
-        self._overflowed.add(owed.pid)
+        self._overflowed.add(owed.tid or owed.pid)  # a thread's own counters are kept under its tid
         self.signals.owe(owed)
 
     def _gone(self, pid: int) -> None:
-        """The kernel let a process's state go: so does everything else kept for it."""
+        """The kernel let a process's state go (or a thread's own, under its
+        tid): so does everything else kept for it.  The clock's line for the
+        thread goes too unless a thread context still counts it: a later
+        thread given the tid would be held to it, its counts standing still
+        until it outran the old thread's time."""
         self._dirty.add(pid)
+        if not self.threads.has_thread(pid):
+            self.clock.forget_thread(pid)
         self.signals.forget(pid)
         self.fs.faults.forget(pid)
         if self.fs.state_pages is not None:
@@ -325,7 +330,7 @@ class Daemon:
         if self.durable is not None:
             self.durable.sync_clock(self.clock)
         # Under the manual clock, overflow signals follow the advance at once.
-        self.kernel.catch_up([pid] if pid >= 0 else [])
+        self.kernel.catch_up([pid, *self.kernel.thread_records(pid)] if pid >= 0 else [])
         for ctx in self.threads.of_process(pid) if pid >= 0 else ():
             self.threads.catch_up(ctx)
 
@@ -473,7 +478,7 @@ class Daemon:
                 while await self.events.wait_readable():
                     while True:
                         for _ in range(YIELDS_TO_REQUESTS if fuse >= 0 else 0):
-                            if not select.select([fuse], [], [], 0)[0]:
+                            if not netlink.readable([fuse], 0):
                                 break
                             await trio.sleep(0)  # a request is queued: it goes first
                         if not self._catch_up_events(None):

@@ -186,10 +186,13 @@ class SignalSender:
         """Whether any signal is owed to thread ``tid`` of ``pid``."""
         return any(key[2] == tid and self._targets[key].owed for key in self._by_pid.get(pid, ()))
 
-    def cancel(self, pid: int, sig: int) -> None:
-        """The counters that raised ``sig`` for ``pid`` (or its threads) were
-        released or now raise another: nothing more of it is sent."""
+    def cancel(self, pid: int, sig: int, tid: int = 0) -> None:
+        """The counters that raised ``sig`` for ``pid`` (``tid`` 0), or for its
+        thread ``tid``, were released or now raise another: nothing more of it
+        is sent there (another thread's own counters may raise it still)."""
         for key in list(self._by_pid.get(pid, ())):
+            if key[2] != tid:
+                continue
             target = self._targets[key]
             count = target.owed.pop(sig, 0)
             self.dropped += count

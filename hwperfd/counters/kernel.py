@@ -267,13 +267,15 @@ class CounterKernel:
         *,
         signal: Callable[[Signal], None] = lambda owed: None,
         gone: Callable[[int], None] = lambda pid: None,
-        cancel: Callable[[int, int], None] = lambda pid, sig: None,
+        cancel: Callable[[int, int, int], None] = lambda pid, sig, tid: None,
     ) -> None:
         self.cpus = cpus
         self.time = time
         self._signal = signal
         self._gone = gone  # a process's state went: whatever it was owed goes too
-        self._cancel = cancel  # (pid, signal): its counters no longer raise it; what is owed of it goes
+        # (pid, signal, tid): the counters of the process (tid 0) or of its thread no longer raise the
+        # signal; what is owed of it goes.
+        self._cancel = cancel
         self._procs: dict[int, _ProcessRecord] = {}
         # Records kept under a thread's tid (not its process's main one): the
         # thread's process, whose clock has the thread's own CPU time.
@@ -621,6 +623,10 @@ class CounterKernel:
         """The process whose thread ``tid`` has counters of its own, else 0."""
         return self._thread_of.get(tid, 0)
 
+    def thread_records(self, pid: int) -> list[int]:
+        """The threads of process ``pid`` with counters of their own."""
+        return [tid for tid, process in self._thread_of.items() if process == pid]
+
     def thread_processes(self) -> frozenset[int]:
         """The processes some of whose threads have counters of their own:
         their threads' ends must be seen."""
@@ -947,9 +953,11 @@ class CounterKernel:
         """The counters stop raising their signals (a release, or a control
         with another signal): what is still owed of them is not sent.  What
         the catch-up that follows finds was raised before, and goes."""
+        process = self._thread_of.get(record.pid)
+        pid, tid = (record.pid, 0) if process is None else (process, record.pid)
         for sig in (record.block.request.signal, record.profiling):
             if sig and sig != keep:
-                self._cancel(record.pid, sig)
+                self._cancel(pid, sig, tid)
 
     def _note_armed(self, pid: int, request: CounterRequest, profiling: int = 0) -> None:
         if _arms_signals(request, profiling):
@@ -974,9 +982,18 @@ class CounterKernel:
         if overflows and record.profiling:
             # Profiling: a PC tick per overflow, never hwp_ovflw_sig (IRIX's
             # r1nk_perf_intr_action sends no signal to a profiling process).
-            self._signal(Signal(record.pid, record.start, record.owner, record.profiling, overflows, caught_only=True))
+            self._signal(self._signal_for(record, record.profiling, overflows, caught_only=True))
         elif overflows and record.block.request.signal:
-            self._signal(Signal(record.pid, record.start, record.owner, record.block.request.signal, overflows))
+            self._signal(self._signal_for(record, record.block.request.signal, overflows))
+
+    def _signal_for(self, record: _ProcessRecord, sig: int, count: int, caught_only: bool = False) -> Signal:
+        """A record's overflow signals go to its process, or for a thread's
+        own record to that thread alone: on IRIX each member of a share group
+        was a process, signalled on its own (sproc(2))."""
+        process = self._thread_of.get(record.pid)
+        if process is None:
+            return Signal(record.pid, record.start, record.owner, sig, count, caught_only=caught_only)
+        return Signal(process, 0, record.owner, sig, count, record.pid, record.start, caught_only)
 
     def _catch_up_system(self, system: _SystemRecord) -> None:
         for i, block in enumerate(system.per_cpu):

@@ -22,6 +22,17 @@ from typing import Any, Generic, Self, TypeVar
 
 import trio
 
+
+def readable(files: Iterable[Any], timeout: float) -> bool:
+    """Whether any of ``files`` (descriptors or objects with fileno()) is
+    readable within ``timeout`` seconds.  poll, not select: a daemon holding
+    a thousand descriptors (a pidfd per signalled process, the mount's files)
+    gets numbers past select's FD_SETSIZE (1024), which select refuses."""
+    poller = select.poll()
+    for f in files:
+        poller.register(f, select.POLLIN)
+    return bool(poller.poll(max(0, int(timeout * 1000))))
+
 __all__ = [
     "DEFAULT_RCVBUF",
     "NLMSGHDR",
@@ -240,4 +251,4 @@ def any_pending(subscriptions: Iterable[NetlinkSubscription[Any] | None]) -> boo
             return True
         if sub._raw is not None:
             raws.append(sub._raw)
-    return bool(raws) and bool(select.select(raws, [], [], 0)[0])
+    return bool(raws) and readable(raws, 0)

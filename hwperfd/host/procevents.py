@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import socket as _stdlib_socket
 import struct
 import time
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from hwperfd.host.netlink import DEFAULT_RCVBUF as DEFAULT_RCVBUF  # re-exported
 from hwperfd.host.netlink import RECV_SIZE as _RECV_SIZE
 from hwperfd.host.netlink import SO_RCVBUFFORCE as SO_RCVBUFFORCE  # re-exported
-from hwperfd.host.netlink import NLMSGHDR, NetlinkSubscription, messages, open_socket
+from hwperfd.host.netlink import NLMSGHDR, NetlinkSubscription, messages, open_socket, readable
 
 __all__ = [
     "ExecEvent",
@@ -257,8 +256,7 @@ def available(timeout: float = 1.0) -> bool:
             deadline = time.monotonic() + timeout
             pending: deque[ProcessEvent | tuple[str, int]] = deque()
             while (left := deadline - time.monotonic()) > 0:
-                ready, _, _ = select.select([sock], [], [], left)
-                if not ready:
+                if not readable([sock], left):
                     return False
                 try:
                     data, (sender, _groups) = sock.recvfrom(_RECV_SIZE)

@@ -80,7 +80,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import socket as _stdlib_socket
 import struct
 import threading
@@ -92,7 +91,7 @@ from typing import Any, Callable, Iterable
 from hwperfd.host.netlink import DEFAULT_RCVBUF as DEFAULT_RCVBUF  # re-exported
 from hwperfd.host.netlink import RECV_SIZE as _RECV_SIZE
 from hwperfd.host.netlink import SO_RCVBUFFORCE as SO_RCVBUFFORCE  # re-exported
-from hwperfd.host.netlink import NLMSGHDR, NetlinkSubscription, messages, open_socket
+from hwperfd.host.netlink import NLMSGHDR, NetlinkSubscription, messages, open_socket, readable
 
 __all__ = [
     "ExitAccounting",
@@ -420,7 +419,7 @@ def _open_socket(rcvbuf: int) -> _stdlib_socket.socket:
 def _await_answer(
     sock: _stdlib_socket.socket, family: int, seq: int, want: str, pending: deque, timeout: float
 ) -> int:
-    """Block (select, bounded) until the kernel answers request ``seq``.
+    """Block (poll, bounded) until the kernel answers request ``seq``.
 
     Returns the family id for ``want == "family"``, or 0 for a good ack;
     raises OSError for an error answer or TimeoutError.  Exit records that
@@ -436,7 +435,7 @@ def _await_answer(
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("taskstats: no answer from the kernel") from None
-            select.select([sock], [], [], left)
+            readable([sock], left)
             continue
         except OSError as e:
             if e.errno == errno.ENOBUFS:
@@ -730,7 +729,7 @@ class _Asker:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
-                select.select([self._sock], [], [], left)
+                readable([self._sock], left)
                 continue
             if sender != 0:
                 continue

@@ -268,3 +268,26 @@ def test_a_bounded_drain_takes_a_slice_and_says_more_is_queued() -> None:
                 assert forks == pids  # none lost, in order
 
     trio.run(main)
+
+
+def test_a_descriptor_past_selects_limit_is_waited_on():
+    """A daemon counting a thousand IRIX processes holds more than 1024
+    descriptors (a pidfd for each signalled one): the connector reopened
+    after a stuck process got fd 1031, and select() refused it, which ended
+    the daemon (ValueError: filedescriptor out of range in select())."""
+    import os
+    import resource
+
+    from hwperfd.host.netlink import readable
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] <= 1500:
+        pytest.skip("RLIMIT_NOFILE too low for descriptor 1500")
+    read_end, write_end = os.pipe()
+    try:
+        os.dup2(read_end, 1500)
+        assert not readable([1500], 0)
+        os.write(write_end, b"x")
+        assert readable([1500], 0.1)
+    finally:
+        for fd in (read_end, write_end, 1500):
+            os.close(fd)

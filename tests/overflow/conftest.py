@@ -1,5 +1,6 @@
 """Real-clock and manual-clock mounts and the samplers (tests/overflow/*.c),
-linked with libperfctr and libcpc, where any user can run them."""
+linked with libperfctr and libcpc (the IRIX one with the tree's headers
+alone), where any user can run them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tests.conftest import ROOT, running_hwperfd
 
 HERE = Path(__file__).resolve().parent
 MHZ = 1000  # 1 ms of CPU time = 1 000 000 cycles
+IRIX_MHZ = 200  # an R10000's 32-bit counters: 10 s of CPU time = 2e9 cycles, under a threshold's 2**31
 
 
 def _build(shared_tmp: Path, name: str) -> Path:
@@ -23,6 +25,19 @@ def _build(shared_tmp: Path, name: str) -> Path:
                     str(HERE / f"{name}.c"), str(ROOT / "lib" / "libperfctr.a"), str(ROOT / "lib" / "libcpc.a"),
                     "-pthread"], check=True)  # fmt: skip
     return target
+
+
+@pytest.fixture(scope="session")
+def irix_sampler(shared_tmp) -> Path:
+    return _build(shared_tmp, "irix_sampler")
+
+
+@pytest.fixture(scope="session")
+def irix_real(shared_tmp):
+    """Two R10000s at 200 MHz on the real clock (1 ms of CPU time = 200 000 cycles)."""
+    with running_hwperfd(shared_tmp / "mnt-overflow-irix", shared_tmp / "hwperfd-overflow-irix.log", "--cpus", "2",
+                         "--mhz", str(IRIX_MHZ)) as m:  # fmt: skip
+        yield m
 
 
 @pytest.fixture(scope="session")

@@ -62,3 +62,13 @@ def test_exception_level_adds_its_share_of_wait4s_system_time(spin, real_mount):
     runs = [measured(spin, real_mount, 15, structs.HWPERF_CNTEN_U | structs.HWPERF_CNTEN_E) for _ in range(5)]
     for counted, utime, stime in runs:
         assert abs(counted - utime - stime / 10) <= SLACK_NS, runs
+
+
+@pytest.mark.parametrize("ms", [1, 150])
+def test_cycles_in_every_mode_are_wait4s_user_and_system_time(spin, real_mount, ms):
+    """Counting in user, kernel and exception-level mode, perfex's cycles
+    are the child's whole CPU time from wait4 at the clock rate."""
+    every = structs.HWPERF_CNTEN_U | structs.HWPERF_CNTEN_K | structs.HWPERF_CNTEN_E
+    runs = [measured(spin, real_mount, ms, every) for _ in range(3)]
+    for counted, utime, stime in runs:
+        assert abs(counted - utime - stime) <= SLACK_NS, runs
