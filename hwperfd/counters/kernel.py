@@ -121,6 +121,10 @@ class Restore:
 
 
 SIGNAL_TICK_NS = 10_000_000  # the IRIX clock tick
+# A process's start is known to a clock tick (stat's starttime) and a fork's
+# time converted to the same clock to a few microseconds: a start past a
+# record's ``born_by`` by more than this is another process's.
+START_SLACK_NS = 20_000_000
 MIN_WAIT_NS = 100_000  # the least wait between two looks at one signalling process
 
 
@@ -176,6 +180,9 @@ class _ProcessRecord:
     # many processes that name none share the one empty set.
     save_children: frozenset[int] = frozenset()
     start: int = 0  # with pid, the process's identity (0: not known)
+    # While ``start`` is not known: the latest start (ns since boot, as
+    # ``start``) the process can have, its fork's time; 0 if not known either.
+    born_by: int = 0
     owner: tuple[int, int] | None = None  # (uid, gid) of who set it up; None: root
     # CPU time of waited-for children: Linux's total when counting began,
     # and what the children folded in since brought (see credit_children).
@@ -539,7 +546,7 @@ class CounterKernel:
 
     # -- process lifecycle ----------------------------------------------------
 
-    def fork(self, parent_pid: int, child_pid: int, child_cpu: int = 0, child_start: int = 0) -> None:
+    def fork(self, parent_pid: int, child_pid: int, child_cpu: int = 0, child_start: int = 0, born_by: int = 0) -> None:
         """The child inherits the parent's control with zeroed counts (u-area copy).
 
         A record still held under the child's pid belongs to a process that is
@@ -560,6 +567,7 @@ class CounterKernel:
             (0, 0),
             child_cpu % len(self.cpus),
             start=child_start,
+            born_by=0 if child_start else born_by,
             owner=parent.owner,
             parent=parent_pid,
             lossy=parent.lossy,
@@ -1116,6 +1124,13 @@ class CounterKernel:
             self.forget(target.pid)
             return None
         if record is not None and start and not record.start:
+            if record.born_by and start > record.born_by + START_SLACK_NS:
+                # Started after the fork that made the record: a later process
+                # the pid came round to (fork storms wrap pid_max in minutes)
+                # before the child's end was applied.  Taken for the child, it
+                # found the counters busy, or counted on from the child's counts.
+                self.forget(target.pid)
+                return None
             record.start = start
         return record
 

@@ -59,6 +59,10 @@ class Host(Protocol):
 
     def read_start(self, pid: int) -> int | None: ...
 
+    def boot_ns(self, monotonic_ns: int) -> int:
+        """A CLOCK_MONOTONIC time (an event's) as ns since boot (a start's)."""
+        ...
+
     def waiting_for_child(self, pid: int) -> bool: ...
 
     def children(self, pid: int) -> list[int]: ...
@@ -182,7 +186,11 @@ class Lifecycle:
         kernel = self.kernel
         info = self.host.read_process(event.child) if kernel.is_counting(event.parent) else None
         start = info.start if info is not None and info.ppid == event.parent else 0
-        kernel.fork(event.parent, event.child, event.cpu, child_start=start)
+        # Not to be read any more (gone, or its parent gone and the pid
+        # perhaps another's): a process at the pid that started after the
+        # fork is not this child (CounterKernel._current).
+        born_by = self.host.boot_ns(event.at_ns) if not start and event.at_ns else 0
+        kernel.fork(event.parent, event.child, event.cpu, child_start=start, born_by=born_by)
         if info is not None and kernel.is_tracked(event.child):
             kernel.note_comm(event.child, info.comm)
         return True

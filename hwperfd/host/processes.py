@@ -40,6 +40,7 @@ __all__ = [
     "read_cpu_times",
     "read_owner",
     "read_start",
+    "boot_ns",
     "open_pidfd",
     "pidfd_alive",
     "children",
@@ -223,6 +224,12 @@ def list_pids() -> list[int]:
     by name but not listed, which is what we want.
     """
     return sorted(int(name) for name in os.listdir(PROC) if name.isdigit())
+
+
+def boot_ns(monotonic_ns: int) -> int:
+    """A CLOCK_MONOTONIC time (a process event's) as ns since boot, the
+    clock of a process's start (stat's starttime: start_boottime)."""
+    return monotonic_ns + time.clock_gettime_ns(time.CLOCK_BOOTTIME) - time.monotonic_ns()
 
 
 def read_start(pid: int) -> int | None:

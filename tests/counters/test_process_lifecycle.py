@@ -93,6 +93,9 @@ class FakeHost:
         proc = self.procs.get(pid)
         return proc.start if proc else None
 
+    def boot_ns(self, monotonic_ns: int) -> int:
+        return monotonic_ns  # starts here are on the events' clock
+
     def waiting_for_child(self, pid: int) -> bool:
         proc = self.procs.get(pid)
         return bool(proc and proc.waiting)
@@ -678,3 +681,31 @@ def test_a_child_reaped_before_its_exec_was_heard_is_listed_by_the_name_its_exit
     life.apply([Execed(101), Exited(101, 100, "seq", (3 * MS, 0))])
     assert [(pid, comm) for pid, comm, _ in kernel.descendants(100)] == [(101, "seq")]
     assert kernel.descendants(100)[0][2][0] == 3 * CYCLES_PER_MS
+
+
+def test_a_process_the_pid_came_round_to_before_the_childs_end_was_applied_gets_counters_of_its_own(kernel, life, host):
+    """A fork heard once the child had gone: the record made for it keeps
+    the child's counts for its exit, and a later process at the pid (it
+    started after the fork) neither finds the counters busy nor counts on
+    from the child's counts; the child itself, had it still been there,
+    would have been taken for the record's."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    fork_ns = 1_000_000_000
+    life.apply([Forked(100, 101, at_ns=fork_ns)])  # 101 gone already: nothing to read
+    host.next_start = fork_ns + 5_000_000_000  # seconds later, the pid comes round
+    newcomer = host.spawn(101, 1)
+    host.run(101, 7)
+    assert kernel.enable(caller(newcomer), newcomer, cycles()) == 1
+    host.run(101, 3)
+    assert kernel.read(caller(newcomer), newcomer) == (1, (3 * CYCLES_PER_MS,) + (0,) * 31)
+
+
+def test_a_child_whose_fork_was_heard_after_its_parent_went_is_still_taken_for_its_record(kernel, life, host):
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.next_start = 1_000_000_000
+    child = host.spawn(101, 1)  # reparented: its parent is init now
+    life.apply([Forked(100, 101, at_ns=1_000_000_000)])
+    host.run(101, 4)
+    assert kernel.read(caller(child), child)[1][0] == 4 * CYCLES_PER_MS
