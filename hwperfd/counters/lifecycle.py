@@ -59,6 +59,8 @@ class Host(Protocol):
 
     def read_start(self, pid: int) -> int | None: ...
 
+    def read_children_ns(self, pid: int) -> tuple[int, int] | None: ...
+
     def waiting_for_child(self, pid: int) -> bool: ...
 
     def children(self, pid: int) -> list[int]: ...
@@ -263,10 +265,10 @@ class Lifecycle:
         if not self._host_time:
             return None
         try:
-            info = self.host.read_process(pid)
+            waited = self.host.read_children_ns(pid)
         except BlockingIOError:
             return None
-        return info is not None and any(self.kernel.credit_children(pid, info.children_ns))
+        return waited is not None and any(self.kernel.credit_children(pid, waited))
 
     def _final(self, event: Exited) -> tuple[int, int] | None:
         """The exit record's CPU time, where counts come from the host's."""
@@ -290,9 +292,9 @@ class Lifecycle:
             self._owed.discard(pid)
         if not self._host_time or not (self.kernel.is_lossy(pid) or pid in self._owed):
             return
-        info = info or self.host.read_process(pid)
-        if info is not None:
-            self.credited_ns += sum(self.kernel.credit_children(pid, info.children_ns))
+        waited = info.children_ns if info is not None else self.host.read_children_ns(pid)
+        if waited is not None:
+            self.credited_ns += sum(self.kernel.credit_children(pid, waited))
 
     # -- reaping -----------------------------------------------------------
 

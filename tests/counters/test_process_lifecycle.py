@@ -97,6 +97,10 @@ class FakeHost:
         proc = self.procs.get(pid)
         return bool(proc and proc.waiting)
 
+    def read_children_ns(self, pid: int) -> tuple[int, int] | None:
+        proc = self.procs.get(pid)
+        return proc.children_ns if proc else None
+
     def children(self, pid: int) -> list[int]:
         return [p.pid for p in self.procs.values() if p.ppid == pid and not p.zombie]
 
