@@ -214,8 +214,8 @@ def test_a_counted_fork_storm_beside_another_users_storm_counts_what_getrusage_s
     daemon saw them zombies fold from their exit records, which miss the
     rest of their exits (wait4 counts it), and the parent reconciles with
     Linux's total of its waited-for children (stat's cutime, in ticks); a
-    daemon that kept up with the storm and never reconciled came 4-50%
-    short (a worker folded before its children's records came)."""
+    daemon that kept up with the storm and did not reconcile came 4-50%
+    short in 2 runs of 3."""
     from tests.robustness.helpers import HERE as ROBUSTNESS, build_c
 
     program = build_c(ROBUSTNESS / "fork_storm.c", shared_tmp / "counted_fork_storm")
