@@ -182,7 +182,10 @@ class Lifecycle:
 
     def _inherit(self, event: Forked) -> bool:
         kernel = self.kernel
-        info = self.host.read_process(event.child) if kernel.is_counting(event.parent) else None
+        try:
+            info = self.host.read_process(event.child) if kernel.is_counting(event.parent) else None
+        except BlockingIOError:
+            info = None  # stuck where its /proc files wait on it: its start stays unknown
         start = info.start if info is not None and info.ppid == event.parent else 0
         kernel.fork(event.parent, event.child, event.cpu, child_start=start)
         if info is not None and kernel.is_tracked(event.child):
@@ -218,7 +221,14 @@ class Lifecycle:
             event = Exited(pid, event.parent or deferred.parent, event.comm or deferred.comm, deferred.times)
         # Its counts must include the children it has already reaped.
         self._fold_reaped_children(pid)
-        info = self.host.read_process(pid)
+        try:
+            info = self.host.read_process(pid)
+        except BlockingIOError:
+            # Stuck in its exit where its /proc files wait on it (under load,
+            # a lock its exit holds): taken up again, as a process still in
+            # its exit is, once it answers.
+            self._exiting[pid] = Exited(pid, event.parent or self.kernel.parent_of(pid), event.comm, event.times)
+            return False
         identity = self.kernel.identity(pid)
         start = identity[0] if identity else 0
         known_parent = event.parent or self.kernel.parent_of(pid)
@@ -292,7 +302,10 @@ class Lifecycle:
             self._owed.discard(pid)
         if not self._host_time or not (self.kernel.is_lossy(pid) or pid in self._owed):
             return
-        waited = info.children_ns if info is not None else self.host.read_children_ns(pid)
+        try:
+            waited = info.children_ns if info is not None else self.host.read_children_ns(pid)
+        except BlockingIOError:
+            return  # its /proc files wait on it: its next request reconciles
         if waited is not None:
             self.credited_ns += sum(self.kernel.credit_children(pid, waited))
 
@@ -378,8 +391,12 @@ class Lifecycle:
         self._zombies.get(parent, set()).discard(pid)
         if parent in self._zombies and not self._zombies[parent]:
             del self._zombies[parent]
-        # A zombie parent still did its waiting before it exited.
-        alive = waited or (bool(parent) and self.host.read_start(parent) is not None)
+        # A zombie parent still did its waiting before it exited; one stuck
+        # where its /proc files wait on it is there all the same.
+        try:
+            alive = waited or (bool(parent) and self.host.read_start(parent) is not None)
+        except BlockingIOError:
+            alive = True
         self.kernel.reaped(pid, parent_alive=alive)
         self.clock.forget(pid)
 

@@ -61,6 +61,7 @@ class FakeHost:
     times: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     clock: float = 0.0
     next_start: int = 1
+    stuck: set[int] = field(default_factory=set)  # pids whose /proc files wait on them (EAGAIN)
 
     def spawn(self, pid: int, ppid: int, **kw) -> Proc:
         proc = Proc(pid, ppid, self.next_start, **kw)
@@ -86,11 +87,16 @@ class FakeHost:
             parent.children_ns = (parent.children_ns[0] + u + cu, parent.children_ns[1] + s + cs)
 
     # Host protocol
-    def read_process(self, pid: int) -> Proc | None:
+    def _answer(self, pid: int) -> Proc | None:
+        if pid in self.stuck:
+            raise BlockingIOError(11, f"process {pid} is stuck in the kernel")
         return self.procs.get(pid)
 
+    def read_process(self, pid: int) -> Proc | None:
+        return self._answer(pid)
+
     def read_start(self, pid: int) -> int | None:
-        proc = self.procs.get(pid)
+        proc = self._answer(pid)
         return proc.start if proc else None
 
     def waiting_for_child(self, pid: int) -> bool:
@@ -98,7 +104,7 @@ class FakeHost:
         return bool(proc and proc.waiting)
 
     def read_children_ns(self, pid: int) -> tuple[int, int] | None:
-        proc = self.procs.get(pid)
+        proc = self._answer(pid)
         return proc.children_ns if proc else None
 
     def children(self, pid: int) -> list[int]:
@@ -682,3 +688,27 @@ def test_a_child_reaped_before_its_exec_was_heard_is_listed_by_the_name_its_exit
     life.apply([Execed(101), Exited(101, 100, "seq", (3 * MS, 0))])
     assert [(pid, comm) for pid, comm, _ in kernel.descendants(100)] == [(101, "seq")]
     assert kernel.descendants(100)[0][2][0] == 3 * CYCLES_PER_MS
+
+
+def test_proc_files_that_stall_under_load_hold_the_events_up_not_the_daemon(kernel, life, host):
+    """A /proc read of a process in its exit may wait on a lock the exit
+    holds (EAGAIN from hwperfd.host.procread): the event that needed it is
+    taken up again once the process answers, and nothing raises into the
+    event loop (a parent's stall there restarted it, losing events)."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 5)
+    host.die(101)
+    host.stuck = {101}
+    assert not life.apply([Exited(101, 100, "proc", (5 * MS, 0))])  # held: its files do not answer
+    host.stuck = set()
+    life.apply([])
+    assert life.settle(100) or life.has_zombies(100)
+    host.reap(101)
+    host.stuck = {100}  # the parent, asked whether it is alive as its child is folded
+    life.settle()
+    host.stuck = set()
+    life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 5 * CYCLES_PER_MS
