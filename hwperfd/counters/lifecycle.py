@@ -244,7 +244,8 @@ class Lifecycle:
             # ran last; the name noted at its fork is its parent's if its
             # exec was heard only after it was gone (``sh -c 'seq | sort'``).
             comm = event.comm or self.kernel.comm_of(pid)
-            self.kernel.exit(pid, known_parent, True, comm, final=self._final(event))
+            if not self._exit(event, known_parent, True, comm, self._final(event)):
+                return False
             self._reaped(pid)
             self._owe(known_parent)
             return True
@@ -257,8 +258,20 @@ class Lifecycle:
             return False
         self._reconcile(pid, info)
         waiting = self.host.waiting_for_child(info.ppid)
-        self.kernel.exit(pid, info.ppid, waiting, info.comm)  # still its zombie: the clock reads it exactly
+        if not self._exit(event, info.ppid, waiting, info.comm):  # still its zombie: the clock reads it exactly
+            return False
         self._zombies.setdefault(info.ppid, set()).add(pid)
+        return True
+
+    def _exit(self, event: Exited, parent: int, waiting: bool, comm: str, final: tuple[int, int] | None = None) -> bool:
+        """The kernel's exit of ``event``'s process; False when the clock's
+        last look at it stalls (its /proc files wait on a lock its exit
+        holds): the exit is taken up again, as one still running is."""
+        try:
+            self.kernel.exit(event.pid, parent, waiting, comm, final=final)
+        except BlockingIOError:
+            self._exiting[event.pid] = Exited(event.pid, event.parent or parent, event.comm, event.times)
+            return False
         return True
 
     @property

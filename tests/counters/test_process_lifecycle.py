@@ -712,3 +712,26 @@ def test_proc_files_that_stall_under_load_hold_the_events_up_not_the_daemon(kern
     host.stuck = set()
     life.settle(100)
     assert kernel.read(caller(parent), parent)[1][0] == 5 * CYCLES_PER_MS
+
+
+def test_an_exit_whose_last_clock_read_stalls_is_taken_up_again(kernel, life, host, monkeypatch):
+    """The clock's last look at a zombie reads its stat, which may wait on
+    its exit's lock under load: the exit waits for the next look instead of
+    raising into the event loop."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 5)
+    host.die(101)
+    real_exit = kernel.exit
+
+    def stalled(*args, **kwargs):
+        raise BlockingIOError(11, "process 101 is stuck in the kernel")
+
+    monkeypatch.setattr(kernel, "exit", stalled)
+    assert not life.apply([Exited(101, 100, "proc", (5 * MS, 0))])
+    monkeypatch.setattr(kernel, "exit", real_exit)
+    host.reap(101)
+    life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 5 * CYCLES_PER_MS
