@@ -2,7 +2,7 @@
 """hwperfd benchmark: root's request latency and the daemon's memory under
 event storms by an unprivileged user.
 
-    python3 bench/storm.py [--stormers N] [--seconds S] [--rounds R] [--kinds K,...]
+    python3 bench/storm.py [--stormers N] [--seconds S] [--rounds R] [--kinds K,...] [--nice N]
 
 Mounts a fresh hwperfd (--clock real) under a temporary directory, measures
 root's ``cat <mount>/perfctr`` (open, read, close) for a quiet baseline, then
@@ -18,7 +18,12 @@ after each storm the daemon's RSS is taken again once it has caught up.
 Prints the median and p99 latency of both quiet and under each storm
 (targets 50 ms and 200 ms), what the stormers made, and the daemon's RSS
 before, after each storm, and the ratio (target: back within 10% of the
-baseline).  Needs root.
+baseline), and the daemon's CPU time per process or thread made.  The
+daemon shares the CPUs with the stormers and everything else at its nice
+value (--nice, 0 by default): on a loaded machine it is then behind on
+the events, always runnable, and a request waits for its turn on a CPU
+(the latency is the scheduler's); a service in a cgroup of its own is not
+starved by its users.  Needs root.
 """
 
 from __future__ import annotations
@@ -35,42 +40,20 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.storm_parts import Counted, build_client, rss_kib  # noqa: E402 - after the tree is on the path
+
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 
 KINDS = ("threads", "forks", "inherit")
 
-# Root's counting process: reads its own counts through the daemon for
-# argv[2] seconds, one read per 5 ms, and prints each read's seconds.
-COUNTED = """
-import sys, time
-from hwperfd.client import ProcessCounters, user
-c = ProcessCounters(mount=sys.argv[1], fast=False)
-c.enable({0: user(0)})
-print("ready", flush=True)
-sys.stdin.readline()
-times = []
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    began = time.perf_counter()
-    c.read_ioctl()
-    times.append(time.perf_counter() - began)
-    time.sleep(0.005)
-print(" ".join(f"{t:.6f}" for t in times), flush=True)
-"""
 
-
-def build(folder: Path) -> Path:
-    """bench/storm_client.c, linked with the tree's libcpc, where uid 65534 may run it."""
-    out = folder / "storm_client"
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", f"-I{ROOT / 'include'}", "-o", str(out),
-                    str(ROOT / "bench" / "storm_client.c"), f"-L{ROOT / 'lib'}", f"-Wl,-rpath,{ROOT / 'lib'}",
-                    "-lcpc", "-pthread"], check=True)  # fmt: skip
-    return out
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+def cpu_s(pid: int) -> float:
+    """The process's CPU time (user + system) so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def read_node(path: Path) -> float:
@@ -100,29 +83,15 @@ def figures(label: str, times: list[float]) -> str:
     return f"{label:<40} median {median * 1e3:7.2f} ms   p99 {p99 * 1e3:7.2f} ms   ({len(times)} reads)"
 
 
-class Counted:
-    """Root's counting process (``COUNTED``), one per sampling period."""
-
-    def __init__(self, mount: Path, seconds: float) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", COUNTED, str(mount), str(seconds)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
-        if self.process.stdout.readline() != "ready\n":
-            raise RuntimeError("the counting process did not start")
-
-    def start(self) -> None:
-        self.process.stdin.write("go\n")
-        self.process.stdin.flush()
-
-    def times(self) -> list[float]:
-        return [float(t) for t in self.process.communicate(timeout=600)[0].split()]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stormers", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=1, help="storms of each kind")
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"storms to run, of {', '.join(KINDS)}")
+    parser.add_argument("--nice", type=int, default=0,
+                        help="the daemon's nice value (a loaded machine's CPU share, as a service's own cgroup "
+                             "would give it beside its users')")  # fmt: skip
     if os.environ.get("HWPERFD_BENCH_QUICK") == "1":  # bench/run.py --quick: a smoke test
         parser.set_defaults(stormers=2, seconds=1.0, rounds=1)
     args = parser.parse_args(argv)
@@ -136,12 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     os.chmod(folder, 0o755)
     mount = folder / "mnt"
     mount.mkdir()
-    client = build(folder)
+    client = build_client(folder / "storm_client")
     log = open(folder / "hwperfd.log", "w")
     daemon = subprocess.Popen([sys.executable, "-m", "hwperfd", "--clock", "real", str(mount)],
                               stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # fmt: skip
     ok = True
     try:
+        os.setpriority(os.PRIO_PROCESS, daemon.pid, args.nice)
         node = mount / "perfctr"
         deadline = time.monotonic() + 15
         while not node.exists():
@@ -151,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         counted = Counted(mount, 2.0)
         counted.start()
         quiet = sample(node, 2.0)
+        print(f"daemon nice {args.nice}, load average {os.getloadavg()[0]:.1f}")
         print(figures("quiet", quiet))
         print(figures("quiet, root's counting process", counted.times()))
         base = rss_kib(daemon.pid)
@@ -163,11 +134,14 @@ def main(argv: list[str] | None = None) -> int:
                                  stdout=subprocess.PIPE, text=True, cwd="/", env=env)  # fmt: skip
                 for _ in range(args.stormers)
             ]
+            used = cpu_s(daemon.pid)
             counted.start()
             stormy = sample(node, args.seconds)
             made = sum(int(p.communicate()[0] or 0) for p in stormers)
             own = counted.times()
+            load = os.getloadavg()[0]
             time.sleep(2.0)  # the daemon catches up
+            used = cpu_s(daemon.pid) - used
             after = rss_kib(daemon.pid)
             for times in (stormy, own):
                 median, p99 = percentiles(times)
@@ -177,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
             print(figures(f"{kind} {round_ + 1} ({made} {made_what})", stormy))
             print(figures(f"{kind} {round_ + 1}, root's counting process", own))
             print(f"daemon RSS after {kind} {round_ + 1}  {after} KiB ({after / base:.2f}x baseline)")
+            # The daemon's cost per event: its CPU time over the storm and the
+            # catching up after it, per process or thread the stormers made.
+            print(f"daemon CPU for {kind} {round_ + 1}  {used:.2f} s, {used / max(made, 1) * 1e6:.1f} us per "
+                  f"{made_what[:-2] if kind == 'forks' else 'thread'} (load average {load:.1f})")  # fmt: skip
     except Exception:
         log.flush()
         print((folder / "hwperfd.log").read_text()[-3000:], file=sys.stderr)  # what the daemon said

@@ -63,6 +63,8 @@ class Host(Protocol):
         """A CLOCK_MONOTONIC time (an event's) as ns since boot (a start's)."""
         ...
 
+    def read_children_ns(self, pid: int) -> tuple[int, int] | None: ...
+
     def waiting_for_child(self, pid: int) -> bool: ...
 
     def children(self, pid: int) -> list[int]: ...
@@ -184,7 +186,10 @@ class Lifecycle:
 
     def _inherit(self, event: Forked) -> bool:
         kernel = self.kernel
-        info = self.host.read_process(event.child) if kernel.is_counting(event.parent) else None
+        try:
+            info = self.host.read_process(event.child) if kernel.is_counting(event.parent) else None
+        except BlockingIOError:
+            info = None  # stuck where its /proc files wait on it: its start stays unknown
         start = info.start if info is not None and info.ppid == event.parent else 0
         # Not to be read any more (gone, or its parent gone and the pid
         # perhaps another's): a process at the pid that started after the
@@ -224,7 +229,14 @@ class Lifecycle:
             event = Exited(pid, event.parent or deferred.parent, event.comm or deferred.comm, deferred.times)
         # Its counts must include the children it has already reaped.
         self._fold_reaped_children(pid)
-        info = self.host.read_process(pid)
+        try:
+            info = self.host.read_process(pid)
+        except BlockingIOError:
+            # Stuck in its exit where its /proc files wait on it (under load,
+            # a lock its exit holds): taken up again, as a process still in
+            # its exit is, once it answers.
+            self._exiting[pid] = Exited(pid, event.parent or self.kernel.parent_of(pid), event.comm, event.times)
+            return False
         identity = self.kernel.identity(pid)
         start = identity[0] if identity else 0
         known_parent = event.parent or self.kernel.parent_of(pid)
@@ -240,7 +252,8 @@ class Lifecycle:
             # ran last; the name noted at its fork is its parent's if its
             # exec was heard only after it was gone (``sh -c 'seq | sort'``).
             comm = event.comm or self.kernel.comm_of(pid)
-            self.kernel.exit(pid, known_parent, True, comm, final=self._final(event))
+            if not self._exit(event, known_parent, True, comm, self._final(event)):
+                return False
             self._reaped(pid)
             self._owe(known_parent)
             return True
@@ -253,8 +266,20 @@ class Lifecycle:
             return False
         self._reconcile(pid, info)
         waiting = self.host.waiting_for_child(info.ppid)
-        self.kernel.exit(pid, info.ppid, waiting, info.comm)  # still its zombie: the clock reads it exactly
+        if not self._exit(event, info.ppid, waiting, info.comm):  # still its zombie: the clock reads it exactly
+            return False
         self._zombies.setdefault(info.ppid, set()).add(pid)
+        return True
+
+    def _exit(self, event: Exited, parent: int, waiting: bool, comm: str, final: tuple[int, int] | None = None) -> bool:
+        """The kernel's exit of ``event``'s process; False when the clock's
+        last look at it stalls (its /proc files wait on a lock its exit
+        holds): the exit is taken up again, as one still running is."""
+        try:
+            self.kernel.exit(event.pid, parent, waiting, comm, final=final)
+        except BlockingIOError:
+            self._exiting[event.pid] = Exited(event.pid, event.parent or parent, event.comm, event.times)
+            return False
         return True
 
     @property
@@ -271,10 +296,10 @@ class Lifecycle:
         if not self._host_time:
             return None
         try:
-            info = self.host.read_process(pid)
+            waited = self.host.read_children_ns(pid)
         except BlockingIOError:
             return None
-        return info is not None and any(self.kernel.credit_children(pid, info.children_ns))
+        return waited is not None and any(self.kernel.credit_children(pid, waited))
 
     def _final(self, event: Exited) -> tuple[int, int] | None:
         """The exit record's CPU time, where counts come from the host's."""
@@ -298,9 +323,12 @@ class Lifecycle:
             self._owed.discard(pid)
         if not self._host_time or not (self.kernel.is_lossy(pid) or pid in self._owed):
             return
-        info = info or self.host.read_process(pid)
-        if info is not None:
-            self.credited_ns += sum(self.kernel.credit_children(pid, info.children_ns))
+        try:
+            waited = info.children_ns if info is not None else self.host.read_children_ns(pid)
+        except BlockingIOError:
+            return  # its /proc files wait on it: its next request reconciles
+        if waited is not None:
+            self.credited_ns += sum(self.kernel.credit_children(pid, waited))
 
     # -- reaping -----------------------------------------------------------
 
@@ -384,8 +412,12 @@ class Lifecycle:
         self._zombies.get(parent, set()).discard(pid)
         if parent in self._zombies and not self._zombies[parent]:
             del self._zombies[parent]
-        # A zombie parent still did its waiting before it exited.
-        alive = waited or (bool(parent) and self.host.read_start(parent) is not None)
+        # A zombie parent still did its waiting before it exited; one stuck
+        # where its /proc files wait on it is there all the same.
+        try:
+            alive = waited or (bool(parent) and self.host.read_start(parent) is not None)
+        except BlockingIOError:
+            alive = True
         self.kernel.reaped(pid, parent_alive=alive)
         self.clock.forget(pid)
 

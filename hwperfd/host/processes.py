@@ -35,6 +35,7 @@ __all__ = [
     "identity_key",
     "list_pids",
     "cpu_times_from_ticks",
+    "read_children_ns",
     "read_cpu_ticks",
     "read_cpu_total",
     "read_cpu_times",
@@ -546,6 +547,21 @@ def read_cpu_total(pid: int) -> int | None:
     try:
         return time.clock_gettime_ns(_process_cpu_clock(pid))
     except OSError:
+        return None
+
+
+def read_children_ns(pid: int) -> tuple[int, int] | None:
+    """What the children ``pid`` waited for used (stat's cutime, cstime: user
+    and system, in ns, to the tick), or None if it is gone: one read of its
+    leader thread's stat (the totals are the process's), where
+    ``read_process`` reads status too."""
+    try:
+        _, st = _split_stat(_read(f"{PROC}/{pid}/task/{pid}/stat"))
+        return int(st[_CUTIME]) * TICK_NS, int(st[_CSTIME]) * TICK_NS
+    except OSError as exc:
+        _gone(exc)
+        return None
+    except (ValueError, IndexError):
         return None
 
 

@@ -284,26 +284,30 @@ def _comm(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-def _record(data: bytes, start: int, end: int, ident: int, aggregate: bool) -> TaskExit | None:
-    """A TaskExit from one struct taskstats in data[start:end].
+_U16 = struct.Struct("=H")
+_U64 = struct.Struct("=Q")
+_TIMES = struct.Struct("=QQ")
+
+
+def _record(data: bytes, start: int, end: int, ident: int, aggregate: bool, alone: bool = False) -> TaskExit | None:
+    """A TaskExit from one struct taskstats in data[start:end]; ``alone``:
+    the message carries no aggregate, so a record that ended its group
+    (AGROUP) is its process's whole.
 
     Only fields every struct version has are read unconditionally; the
     kernel may send a longer struct than linux/taskstats.h here describes
     (6.18 sends version 16, 560 bytes), never a reordered one.
     """
-    if end - start < TS_MIN_SIZE:
+    size = end - start
+    if size < TS_MIN_SIZE:
         return None
-    version = struct.unpack_from("=H", data, start + TS_VERSION)[0]
+    version = _U16.unpack_from(data, start + TS_VERSION)[0]
     tgid = 0
-    if version >= 12 and end - start >= TS_AC_TGID + 4:
+    if version >= 12 and size >= TS_AC_TGID + 4:
         tgid = _U32.unpack_from(data, start + TS_AC_TGID)[0]
-    utime, stime = struct.unpack_from("=QQ", data, start + TS_AC_UTIME)
-    delay = struct.unpack_from("=Q", data, start + TS_CPU_DELAY_TOTAL)[0]
-    run = struct.unpack_from("=Q", data, start + TS_CPU_RUN_VIRTUAL_TOTAL)[0]
-    elapsed = struct.unpack_from("=Q", data, start + TS_AC_ETIME)[0] * 1000
-    voluntary = 1  # unknown: assume it slept
-    if end - start >= TS_NVCSW + 8:
-        voluntary = struct.unpack_from("=Q", data, start + TS_NVCSW)[0]
+    utime, stime = _TIMES.unpack_from(data, start + TS_AC_UTIME)
+    voluntary = _U64.unpack_from(data, start + TS_NVCSW)[0] if size >= TS_NVCSW + 8 else 1  # unknown: it slept
+    group_dead = aggregate or bool(data[start + TS_AC_FLAG] & AGROUP)
     return TaskExit(
         pid=ident,
         tgid=ident if aggregate else tgid,
@@ -311,52 +315,62 @@ def _record(data: bytes, start: int, end: int, ident: int, aggregate: bool) -> T
         user_ns=utime * 1000,
         system_ns=stime * 1000,
         comm=_comm(data[start + TS_AC_COMM : start + TS_AC_COMM + TS_COMM_LEN]),
-        whole_group=aggregate,
+        whole_group=aggregate or (alone and group_dead),
         aggregate=aggregate,
         exit_code=_U32.unpack_from(data, start + TS_AC_EXITCODE)[0],
-        group_dead=aggregate or bool(data[start + TS_AC_FLAG] & AGROUP),
-        ran_ns=run_time_ns(run, elapsed, delay, voluntary),
+        group_dead=group_dead,
+        ran_ns=run_time_ns(
+            _U64.unpack_from(data, start + TS_CPU_RUN_VIRTUAL_TOTAL)[0],
+            _U64.unpack_from(data, start + TS_AC_ETIME)[0] * 1000,
+            _U64.unpack_from(data, start + TS_CPU_DELAY_TOTAL)[0],
+            voluntary,
+        ),
     )
 
 
 def _unwanted_thread(data: bytes, start: int, stop: int, ident: int, keep: KeepThread) -> bool:
     """A thread's own record (not its process's last) that ``keep`` does
     not want, told from two fields: not worth building."""
-    if stop - start < max(TS_MIN_SIZE, TS_AC_TGID + 4) or struct.unpack_from("=H", data, start + TS_VERSION)[0] < 12:
+    if stop - start < max(TS_MIN_SIZE, TS_AC_TGID + 4) or _U16.unpack_from(data, start + TS_VERSION)[0] < 12:
         return False
     tgid = _U32.unpack_from(data, start + TS_AC_TGID)[0]
     return bool(tgid) and tgid != ident and not data[start + TS_AC_FLAG] & AGROUP and not keep(tgid, ident)
 
 
+def _nested(data: bytes, start: int, stop: int) -> tuple[int, tuple[int, int] | None]:
+    """(pid or tgid, the struct's [start, end)) of an AGGR_PID or AGGR_TGID
+    attribute's payload: -1 and None where missing."""
+    ident = -1
+    stats: tuple[int, int] | None = None
+    for inner, istart, istop in _attrs(data, start, stop):
+        if inner in (TASKSTATS_TYPE_PID, TASKSTATS_TYPE_TGID) and istop - istart >= 4:
+            ident = _U32.unpack_from(data, istart)[0]
+        elif inner == TASKSTATS_TYPE_STATS:
+            stats = (istart, istop)
+    return ident, stats
+
+
 def _parse_exit(data: bytes, off: int, end: int, out: deque, keep: KeepThread | None = None) -> None:
     """The records of one TASKSTATS_CMD_NEW message (attributes in [off, end)):
     the task's, then the thread group's aggregate if there is one.  A
-    thread's record that ``keep(tgid, tid)`` refuses is skipped unbuilt."""
+    thread's record that ``keep(tgid, tid)`` refuses is skipped unbuilt.
+    One pass over the attributes, and no copy of a record in the common
+    case (a process that never had a second thread): a fork storm brings
+    one message per child."""
+    found = _attrs(data, off, end)
+    alone = all(kind != TASKSTATS_TYPE_AGGR_TGID for kind, _, _ in found)
     task: TaskExit | None = None
     aggregate: TaskExit | None = None
-    found = _attrs(data, off, end)
-    if keep is not None and all(kind != TASKSTATS_TYPE_AGGR_TGID for kind, _, _ in found):
-        for kind, start, stop in found:
-            if kind == TASKSTATS_TYPE_AGGR_PID:
-                nested = {k: (a, b) for k, a, b in _attrs(data, start, stop)}
-                at_pid, at_stats = nested.get(TASKSTATS_TYPE_PID), nested.get(TASKSTATS_TYPE_STATS)
-                if at_pid is not None and at_stats is not None and at_pid[1] - at_pid[0] >= 4:
-                    if _unwanted_thread(data, *at_stats, _U32.unpack_from(data, at_pid[0])[0], keep):
-                        return
     for kind, start, stop in found:
         if kind not in (TASKSTATS_TYPE_AGGR_PID, TASKSTATS_TYPE_AGGR_TGID):
             continue  # TASKSTATS_TYPE_NULL padding, or something newer
-        ident = -1
-        stats: tuple[int, int] | None = None
-        for inner, istart, istop in _attrs(data, start, stop):
-            if inner in (TASKSTATS_TYPE_PID, TASKSTATS_TYPE_TGID) and istop - istart >= 4:
-                ident = _U32.unpack_from(data, istart)[0]
-            elif inner == TASKSTATS_TYPE_STATS:
-                stats = (istart, istop)
+        ident, stats = _nested(data, start, stop)
         if ident < 0 or stats is None:
             continue
         if kind == TASKSTATS_TYPE_AGGR_PID:
-            task = _record(data, *stats, ident, False)
+            if keep is not None and alone and _unwanted_thread(data, *stats, ident, keep):
+                return
+            task = _record(data, *stats, ident, False, alone)
         else:
             aggregate = _record(data, *stats, ident, True)
     if task is not None:
@@ -371,9 +385,9 @@ def _parse_exit(data: bytes, off: int, end: int, out: deque, keep: KeepThread | 
                 comm=aggregate.comm or task.comm,
                 exit_code=aggregate.exit_code or task.exit_code,
             )
-        elif task.group_dead:
-            # The end of a process that never had a second thread: the kernel
-            # sends no aggregate, and this one task's times are the process's.
+        elif task.group_dead and not task.whole_group:
+            # An aggregate that could not be read: as when none came, the one
+            # task's times are the process's.
             task = replace(task, whole_group=True)
         out.append(task)
     if aggregate is not None:

@@ -61,6 +61,7 @@ class FakeHost:
     times: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     clock: float = 0.0
     next_start: int = 1
+    stuck: set[int] = field(default_factory=set)  # pids whose /proc files wait on them (EAGAIN)
 
     def spawn(self, pid: int, ppid: int, **kw) -> Proc:
         proc = Proc(pid, ppid, self.next_start, **kw)
@@ -86,11 +87,16 @@ class FakeHost:
             parent.children_ns = (parent.children_ns[0] + u + cu, parent.children_ns[1] + s + cs)
 
     # Host protocol
-    def read_process(self, pid: int) -> Proc | None:
+    def _answer(self, pid: int) -> Proc | None:
+        if pid in self.stuck:
+            raise BlockingIOError(11, f"process {pid} is stuck in the kernel")
         return self.procs.get(pid)
 
+    def read_process(self, pid: int) -> Proc | None:
+        return self._answer(pid)
+
     def read_start(self, pid: int) -> int | None:
-        proc = self.procs.get(pid)
+        proc = self._answer(pid)
         return proc.start if proc else None
 
     def boot_ns(self, monotonic_ns: int) -> int:
@@ -99,6 +105,10 @@ class FakeHost:
     def waiting_for_child(self, pid: int) -> bool:
         proc = self.procs.get(pid)
         return bool(proc and proc.waiting)
+
+    def read_children_ns(self, pid: int) -> tuple[int, int] | None:
+        proc = self._answer(pid)
+        return proc.children_ns if proc else None
 
     def children(self, pid: int) -> list[int]:
         return [p.pid for p in self.procs.values() if p.ppid == pid and not p.zombie]
@@ -709,3 +719,50 @@ def test_a_child_whose_fork_was_heard_after_its_parent_went_is_still_taken_for_i
     life.apply([Forked(100, 101, at_ns=1_000_000_000)])
     host.run(101, 4)
     assert kernel.read(caller(child), child)[1][0] == 4 * CYCLES_PER_MS
+
+
+def test_proc_files_that_stall_under_load_hold_the_events_up_not_the_daemon(kernel, life, host):
+    """A /proc read of a process in its exit may wait on a lock the exit
+    holds (EAGAIN from hwperfd.host.procread): the event that needed it is
+    taken up again once the process answers, and nothing raises into the
+    event loop (a parent's stall there restarted it, losing events)."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 5)
+    host.die(101)
+    host.stuck = {101}
+    assert not life.apply([Exited(101, 100, "proc", (5 * MS, 0))])  # held: its files do not answer
+    host.stuck = set()
+    life.apply([])
+    assert life.settle(100) or life.has_zombies(100)
+    host.reap(101)
+    host.stuck = {100}  # the parent, asked whether it is alive as its child is folded
+    life.settle()
+    host.stuck = set()
+    life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 5 * CYCLES_PER_MS
+
+
+def test_an_exit_whose_last_clock_read_stalls_is_taken_up_again(kernel, life, host, monkeypatch):
+    """The clock's last look at a zombie reads its stat, which may wait on
+    its exit's lock under load: the exit waits for the next look instead of
+    raising into the event loop."""
+    parent = host.spawn(100, 1)
+    kernel.enable(caller(parent), parent, cycles())
+    host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 5)
+    host.die(101)
+    real_exit = kernel.exit
+
+    def stalled(*args, **kwargs):
+        raise BlockingIOError(11, "process 101 is stuck in the kernel")
+
+    monkeypatch.setattr(kernel, "exit", stalled)
+    assert not life.apply([Exited(101, 100, "proc", (5 * MS, 0))])
+    monkeypatch.setattr(kernel, "exit", real_exit)
+    host.reap(101)
+    life.settle(100)
+    assert kernel.read(caller(parent), parent)[1][0] == 5 * CYCLES_PER_MS

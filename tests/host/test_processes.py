@@ -433,3 +433,15 @@ def test_a_thread_has_its_own_start_cpu_time_and_pidfd():
         _time.sleep(0.001)
     assert hp.read_thread_start(pid, tid) is None
     assert hp.read_thread_cpu_times(pid, tid) is None
+
+
+def test_read_children_ns_is_read_process_s_total_of_waited_for_children() -> None:
+    """One read of the leader thread's stat: cutime and cstime are the
+    process's (signal_struct), as read_process reports them."""
+    code = "import time\nend = time.process_time() + 0.03\nwhile time.process_time() < end: pass\n"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    me = os.getpid()
+    waited = hp.read_children_ns(me)
+    info = hp.read_process(me)
+    assert info is not None and waited == info.children_ns and waited[0] + waited[1] >= hp.TICK_NS
+    assert hp.read_children_ns(2**22 + 1) is None  # past pid_max: gone

@@ -359,8 +359,8 @@ def test_what_the_kernel_aggregate_holds(monkeypatch: pytest.MonkeyPatch) -> Non
     raw: list[TaskExit] = []
     parse_record = ts._record
 
-    def spy(data: bytes, start: int, end: int, ident: int, aggregate: bool) -> TaskExit | None:
-        rec = parse_record(data, start, end, ident, aggregate)
+    def spy(data: bytes, start: int, end: int, ident: int, aggregate: bool, *rest: bool) -> TaskExit | None:
+        rec = parse_record(data, start, end, ident, aggregate, *rest)
         if aggregate and rec is not None:
             raw.append(rec)
         return rec
