@@ -61,15 +61,18 @@ _PUT = f"INSERT OR REPLACE INTO setup ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 
 _DROP = "DELETE FROM setup WHERE kind = ? AND key = ?"
 
 # The journal: a header (magic, version, epoch), then entries, each its
-# payload's length and CRC-32 (seeded with the epoch's, so an entry of an
-# earlier epoch never passes for one of this) and the payload, a marshalled
+# payload's length, CRC-32 (seeded with the epoch's) and epoch, and the
+# payload.  A new journal is written over the old one's space (allocated
+# once: appending to a file emptied at each flush cost block allocations);
+# the first entry of another epoch is where the journal ends.  The payload is a marshalled
 # (kind, key, pid, start, uid, parent, form) for a record written or (kind,
 # key) for one deleted.  The database keeps the epoch its last flush took in:
 # a journal of that epoch or an earlier one holds nothing newer than it.
 _MAGIC = b"HWPJ"
 _HEADER = struct.Struct("<4sIQ")
-_ENTRY = struct.Struct("<II")
-_VERSION = 1
+_ENTRY = struct.Struct("<IIQ")
+_VERSION = 2
+_JOURNAL_SPACE = (1 << 20) + (64 << 10)  # allocated at the start: JOURNAL_FLUSH and the entry past it
 _MARSHAL = 4  # marshal's format: the journal is read back by the same daemon's successor
 JOURNAL_FLUSH = 1 << 20  # bytes of journal past which a write flushes it at once
 _ENTRY_MAX = 16 << 20  # no record comes near it: a length past it is damage
@@ -170,10 +173,10 @@ class SetupStore:
         latest: dict[tuple[str, str], tuple[Any, ...] | None] = {}
         at, bad = _HEADER.size, 0
         while at + _ENTRY.size <= len(data):
-            length, crc = _ENTRY.unpack_from(data, at)
+            length, crc, of = _ENTRY.unpack_from(data, at)
             payload = data[at + _ENTRY.size : at + _ENTRY.size + length]
-            if length > _ENTRY_MAX or len(payload) < length:
-                break  # a write the kill cut short: never answered
+            if of != epoch or length > _ENTRY_MAX or len(payload) < length:
+                break  # an earlier journal's, or a write the kill cut short: never answered
             at += _ENTRY.size + length
             try:
                 if zlib.crc32(payload, seed) != crc:
@@ -201,9 +204,13 @@ class SetupStore:
             log.info("set-up journal: %d records taken in", len(latest))
 
     def _begin(self, epoch: int) -> int:
-        """An empty journal of ``epoch``: emptied first, so that no crash
-        leaves the new header over the old entries."""
-        os.ftruncate(self._journal, 0)
+        """An empty journal of ``epoch``: its header over the last one's (whose
+        entries, of an earlier epoch, end it as found)."""
+        if os.fstat(self._journal).st_size < _JOURNAL_SPACE:
+            try:
+                os.posix_fallocate(self._journal, 0, _JOURNAL_SPACE)
+            except OSError:
+                pass  # a file system without it: the space is taken as it is written
         os.pwrite(self._journal, _HEADER.pack(_MAGIC, _VERSION, epoch), 0)
         self._seed = zlib.crc32(epoch.to_bytes(8, "little"))
         return epoch
@@ -342,11 +349,11 @@ class SetupStore:
             entries.append(((kind, key), None))
         if not entries:
             return
-        seed, frame = self._seed, _ENTRY.pack
+        seed, frame, epoch = self._seed, _ENTRY.pack, self._epoch
         parts: list[bytes] = []
         for which, payload in entries:
             body = payload if payload is not None else dump(which, _MARSHAL)
-            parts += (frame(len(body), zlib.crc32(body, seed)), body)
+            parts += (frame(len(body), zlib.crc32(body, seed), epoch), body)
         data = b"".join(parts)
         if os.pwrite(self._journal, data, self._end) != len(data):
             raise OSError(f"{self.journal}: short write")
