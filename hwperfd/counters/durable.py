@@ -172,7 +172,7 @@ class DurableSetup:
             if pids is None:
                 gone = [key for key in written if key not in items]
             else:
-                gone = [key for pid in (0, *pids) for key in by_pid.get(pid, ()) if key not in items]
+                gone = [key for pid in {0, *pids} for key in by_pid.get(pid, ()) if key not in items]
             for key in gone:
                 self._unindex(by_pid, written.pop(key)[0], key)
                 drop.append((kind, key))
