@@ -95,6 +95,7 @@ class Caller:
     uid: int
     gid: int
     pgid: int
+    start: int = 0  # with pid, who the caller is (0: not read); an overflow signal's target needs it
 
     @property
     def root(self) -> bool:
@@ -216,6 +217,7 @@ class _SystemRecord:
     per_cpu: list[ControlBlock]
     seen: list[CpuTimes]
     signal_to: int | None = None  # overflow signals' target: the syssgi caller
+    signal_start: int = 0  # and its start (0: not known; then no signal goes)
 
 
 @dataclass(frozen=True)
@@ -829,7 +831,7 @@ class CounterKernel:
         # r10k_counters(5): hwp_ovflw_sig is "what signal the user program would
         # like to receive": the program that made the syssgi call.
         assert self._system is not None
-        self._system.signal_to = caller.pid
+        self._system.signal_to, self._system.signal_start = caller.pid, caller.start
         return generation
 
     def read_system(self) -> tuple[int, tuple[int, ...]]:
@@ -861,7 +863,7 @@ class CounterKernel:
         for block in system.per_cpu:
             block.reprogram(request)
         system.request = request
-        system.signal_to = caller.pid
+        system.signal_to, system.signal_start = caller.pid, caller.start
         self._system_generation += 1
         system.generation = self._system_generation
         return system.generation
@@ -1014,7 +1016,7 @@ class CounterKernel:
                 trace.active.ran(0, i, block, self.cpus.type, user + sys_, overflows)
                 target = system.signal_to
                 if overflows and system.request.signal and target is not None:
-                    self._signal(Signal(target, 0, None, system.request.signal, overflows))
+                    self._signal(Signal(target, system.signal_start, None, system.request.signal, overflows))
 
     def _acquire_system(self, request: CounterRequest) -> int:
         # System mode is a system-wide user of the hardware: it takes the

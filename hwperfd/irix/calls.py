@@ -33,6 +33,10 @@ class LazyCaller(Caller):
         info = processes.read_process(self.pid)
         return -1 if info is None else info.pgid
 
+    @cached_property
+    def start(self) -> int:
+        return processes.read_start(self.pid) or 0
+
 
 class Target:
     """The process a file stands for; its details are read on first use.
