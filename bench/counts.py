@@ -70,7 +70,8 @@ def loop(program: Path, where: Path, reads: int, interval: int):
     _, _, usage = os.wait4(proc.pid, 0)
     rows = [tuple(int(v) for v in line.split()[1:]) for line in lines if line.startswith("read ")]
     ratios: dict[str, list[float]] = {"user": [], "user+exl": []}
-    for (c0, _, u0, b0), (c1, _, u1, b1) in zip(rows, rows[1:]):
+    # Each row: the CPU clock before and after the read, the generation, the two counts.
+    for (c0, _, _, u0, b0), (c1, _, _, u1, b1) in zip(rows, rows[1:]):
         ratios["user"].append(ns(u1 - u0) / (c1 - c0))
         ratios["user+exl"].append(ns(b1 - b0) / (c1 - c0))
     exits = {
