@@ -28,6 +28,30 @@ def _execed(pid: int) -> bool:
         return False
 
 
+def _wait_for_exec(proc: subprocess.Popen) -> None:
+    """Until ``proc`` runs its new image, and a little longer: its open of
+    the perfctr node then waits for the (stopped) daemon."""
+    deadline = time.monotonic() + 60
+    while not _execed(proc.pid):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    time.sleep(0.2)
+
+
+def _assert_overflows_kept_coming(proc: subprocess.Popen) -> None:
+    """PAPI's check: every slice of CPU time overflowed at least a tenth as
+    often as the one before, and neither iresume nor stop failed."""
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    slices = [int(n) for n in lines["slices"].split()]
+    assert slices[0] > 0
+    for before, after in zip(slices, slices[1:]):
+        assert after >= before / 10, slices  # PAPI: "Interrupt rate changed!"
+    assert lines["iresume_failed"] == "0 errno 0"
+    assert "stop_failed" not in lines
+
+
 def test_counters_opened_after_an_exec_reported_late_keep_overflowing(shared_tmp, perfctr_programs):
     mount = start_hwperfd(shared_tmp / "mnt-perfctr-exec", shared_tmp / "hwperfd-perfctr-exec.log",
                           "--cpus", "1", "--cpu-type", "intel", "--mhz", str(MHZ))  # fmt: skip
@@ -41,22 +65,10 @@ def test_counters_opened_after_an_exec_reported_late_keep_overflowing(shared_tmp
                 [str(perfctr_programs["exec_overflow"]), "1500", str(2 * MS), "4", "100"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mount.env(),
             )  # fmt: skip
-            deadline = time.monotonic() + 60
-            while not _execed(proc.pid):
-                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-                time.sleep(0.01)
-            time.sleep(0.2)  # its open of the perfctr node waits for the daemon
+            _wait_for_exec(proc)
         finally:
             mount.process.send_signal(signal.SIGCONT)
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        lines = dict(line.split(" ", 1) for line in out.splitlines())
-        slices = [int(n) for n in lines["slices"].split()]
-        assert slices[0] > 0
-        for before, after in zip(slices, slices[1:]):
-            assert after >= before / 10, slices  # PAPI: "Interrupt rate changed!"
-        assert lines["iresume_failed"] == "0 errno 0"  # ESRCH: the exec unlinked the new image's perfctr
-        assert "stop_failed" not in lines
+        _assert_overflows_kept_coming(proc)  # iresume ESRCH: the exec unlinked the new image's perfctr
     finally:
         stop_hwperfd(mount)
     text = mount.log_text()
@@ -92,25 +104,13 @@ def test_counters_of_a_pid_taken_again_outlive_the_late_report_of_its_last_owner
                 argv = [str(perfctr_programs["exec_overflow"]), "0", str(2 * MS), "4", "100"]
                 proc = _reuse_pid(int(old.stdout), argv, mount.env())
                 if proc is not None:
-                    deadline = time.monotonic() + 60
-                    while not _execed(proc.pid):
-                        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-                        time.sleep(0.01)
-                    time.sleep(0.2)  # its open of the perfctr node waits for the daemon
+                    _wait_for_exec(proc)
             finally:
                 mount.process.send_signal(signal.SIGCONT)
             if proc is not None:
                 break
         assert proc is not None, "other processes took the pid 20 times"
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        lines = dict(line.split(" ", 1) for line in out.splitlines())
-        slices = [int(n) for n in lines["slices"].split()]
-        assert slices[0] > 0
-        for before, after in zip(slices, slices[1:]):
-            assert after >= before / 10, slices  # PAPI: "Interrupt rate changed!"
-        assert lines["iresume_failed"] == "0 errno 0"
-        assert "stop_failed" not in lines  # ESRCH: the old owner's exit ended the new program's perfctr
+        _assert_overflows_kept_coming(proc)  # stop ESRCH: the old owner's exit ended the new program's perfctr
     finally:
         stop_hwperfd(mount)
     text = mount.log_text()
