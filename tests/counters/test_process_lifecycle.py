@@ -166,9 +166,14 @@ def cycles(threshold: int = 0, signal: int = 0) -> CounterRequest:
     return CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U, ie=bool(threshold))}, {0: threshold} if threshold else None, signal)
 
 
-def test_a_child_forked_while_counting_folds_into_its_waiting_parent(kernel, life, host):
+def counting_parent(kernel: CounterKernel, host: FakeHost) -> Proc:
+    """Process 100, counting cycles in user mode: the parent most tests fork from."""
     parent = host.spawn(100, 1)
     kernel.enable(caller(parent), parent, cycles())
+    return parent
+
+def test_a_child_forked_while_counting_folds_into_its_waiting_parent(kernel, life, host):
+    parent = counting_parent(kernel, host)
     host.spawn(101, 100)
     life.apply([Forked(100, 101)])
     host.run(101, 3)
@@ -181,8 +186,7 @@ def test_a_child_forked_while_counting_folds_into_its_waiting_parent(kernel, lif
 
 
 def test_a_child_reaped_later_folds_when_its_parent_next_asks(kernel, life, host):
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     host.spawn(101, 100)
     life.apply([Forked(100, 101)])
     host.run(101, 2)
@@ -213,8 +217,7 @@ def test_settling_one_parent_looks_only_at_its_own_zombies(kernel, life, host):
 
 
 def test_exit_heard_after_the_pid_was_reused_reaps_the_old_process_only(kernel, life, host):
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     host.spawn(101, 100)
     life.apply([Forked(100, 101)])
     host.run(101, 1)
@@ -321,8 +324,7 @@ def test_another_user_or_a_setuid_program_is_out_of_reach(kernel, host):
 
 
 def test_lost_events_rescan_takes_in_children_and_lets_go_of_the_dead(kernel, life, host):
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     host.spawn(101, 100)  # fork lost
     doomed = host.spawn(102, 100)
     life.apply([Forked(100, 102)])
@@ -385,8 +387,7 @@ def test_a_child_linux_counted_before_its_exit_was_heard_is_counted_once(kernel,
     """After a loss the parent's reads take in Linux's totals; a child reaped
     before its exit record arrived is in them, and its record, when it comes,
     replaces the part of that credit it stands for rather than adding to it."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     life.apply([Lost()])
     host.spawn(102, 100)
     life.apply([Forked(100, 102)])
@@ -401,8 +402,7 @@ def test_a_child_linux_counted_before_its_exit_was_heard_is_counted_once(kernel,
 
 
 def test_a_fork_heard_after_linux_counted_the_child_adds_nothing_twice(kernel, life, host):
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     life.apply([Lost()])
     host.spawn(103, 100)
     host.run(103, 4)
@@ -422,8 +422,7 @@ def test_a_fork_heard_after_linux_counted_the_child_adds_nothing_twice(kernel, l
 def test_a_fold_never_takes_a_parents_counts_backwards(kernel, life, host):
     """The credit counted 5 ms for a child whose record, late, brings 3 ms:
     the parent keeps what it showed."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     life.apply([Lost()])
     host.spawn(102, 100)
     life.apply([Forked(100, 102)])
@@ -437,8 +436,7 @@ def test_a_fold_never_takes_a_parents_counts_backwards(kernel, life, host):
 
 def test_under_the_manual_clock_linux_totals_are_not_counted(kernel, host):
     life = Lifecycle(kernel, host, host, host_time=False)
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     host.spawn(103, 100)
     host.run(103, 4)
     host.reap(103)
@@ -449,8 +447,7 @@ def test_under_the_manual_clock_linux_totals_are_not_counted(kernel, host):
 def test_exits_of_many_zombies_stay_linear(kernel, life, host):
     """Each exit looks at its own children only: 3 000 zombies of one
     parent take 3 000 steps, not 3 000 x 3 000."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    counting_parent(kernel, host)
     looks = 0
     real_read_start = host.read_start
 
@@ -600,8 +597,7 @@ def test_a_process_stuck_where_its_proc_files_wait_is_kept_and_the_sweep_goes_on
 def test_an_exit_record_that_comes_before_the_rest_of_the_exit_stops_the_counts_at_the_zombie(kernel, life, host):
     """taskstats' record is made before do_exit frees the memory and closes
     the files, which wait4 counts: a child read as a zombie has all of it."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     child = host.spawn(101, 100)
     life.apply([Forked(100, 101)])
     host.run(101, 5)
@@ -622,8 +618,7 @@ def test_an_exit_record_that_comes_before_the_rest_of_the_exit_stops_the_counts_
 def test_a_child_reaped_before_its_exit_was_applied_folds_with_its_record(kernel, life, host):
     """The parent returned from wait(2) before the connector told the end:
     its request folds the child with the record's times."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     host.spawn(101, 100).in_exit = True
     life.apply([Forked(100, 101)])
     host.run(101, 5)
@@ -642,8 +637,7 @@ def test_a_child_reaped_before_it_was_seen_a_zombie_is_counted_to_wait4s_total(k
     parent's count would miss it (600 children of a counted fork storm came
     5-11% short of getrusage), so the parent's read reconciles with Linux's
     total of its waited-for children."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     host.spawn(101, 100).in_exit = True
     life.apply([Forked(100, 101)])
     host.run(101, 5)
@@ -699,8 +693,7 @@ def test_a_process_the_pid_came_round_to_before_the_childs_end_was_applied_gets_
     started after the fork) neither finds the counters busy nor counts on
     from the child's counts; the child itself, had it still been there,
     would have been taken for the record's."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    counting_parent(kernel, host)
     fork_ns = 1_000_000_000
     life.apply([Forked(100, 101, at_ns=fork_ns)])  # 101 gone already: nothing to read
     host.next_start = fork_ns + 5_000_000_000  # seconds later, the pid comes round
@@ -712,8 +705,7 @@ def test_a_process_the_pid_came_round_to_before_the_childs_end_was_applied_gets_
 
 
 def test_a_child_whose_fork_was_heard_after_its_parent_went_is_still_taken_for_its_record(kernel, life, host):
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    counting_parent(kernel, host)
     host.next_start = 1_000_000_000
     child = host.spawn(101, 1)  # reparented: its parent is init now
     life.apply([Forked(100, 101, at_ns=1_000_000_000)])
@@ -726,8 +718,7 @@ def test_proc_files_that_stall_under_load_hold_the_events_up_not_the_daemon(kern
     holds (EAGAIN from hwperfd.host.procread): the event that needed it is
     taken up again once the process answers, and nothing raises into the
     event loop (a parent's stall there restarted it, losing events)."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     host.spawn(101, 100)
     life.apply([Forked(100, 101)])
     host.run(101, 5)
@@ -749,8 +740,7 @@ def test_an_exit_whose_last_clock_read_stalls_is_taken_up_again(kernel, life, ho
     """The clock's last look at a zombie reads its stat, which may wait on
     its exit's lock under load: the exit waits for the next look instead of
     raising into the event loop."""
-    parent = host.spawn(100, 1)
-    kernel.enable(caller(parent), parent, cycles())
+    parent = counting_parent(kernel, host)
     host.spawn(101, 100)
     life.apply([Forked(100, 101)])
     host.run(101, 5)
