@@ -333,13 +333,18 @@ def test_multiplexed_slices_add_up_to_the_cpu_time_and_each_counts_at_its_events
     time - read, stop, control - and scales each event by the cycles of its
     own slices: over 300 ms of user-mode work the slices' cycles are the CPU
     time x clock rate within 5% (switching costs system time, which user-mode
-    cycles do not count), and each slice counts its event at the profile's
+    cycles do not count), or where it cost more, the user time Linux reports
+    within a tick, and each slice counts its event at the profile's
     rate (0.8 instructions, 0.11 branches a cycle)."""
     proc = start(intel_real, perfctr_programs["mpx_slices"], "10", "300")
     out, err = proc.communicate("", timeout=120)
     assert proc.returncode == 0, err
     row = fields(next(line for line in out.splitlines() if line.startswith("slices")))
-    assert row["cpu_ns"] * 95 // 100 <= row["cycles"] <= row["cpu_ns"] * 101 // 100, row  # 1000 MHz
+    # 1000 MHz.  Cycles count user mode, at Linux's split of the thread's
+    # time (stat's ticks, as its rusage): a switching that cost more than 5%
+    # in system time leaves them at the user time Linux reports, within a tick.
+    floor = min(row["cpu_ns"] * 95 // 100, row["user_us"] * 1000 - 10_000_000)
+    assert floor <= row["cycles"] <= row["cpu_ns"] * 101 // 100, row
     assert row["slices0"] >= 3 and row["slices1"] >= 3, row
     assert abs(row["count0"] - row["cycles0"] * 8 // 10) <= row["cycles0"] // 1000 + row["slices0"], row
     assert abs(row["count1"] - row["cycles1"] * 11 // 100) <= row["cycles1"] // 1000 + row["slices1"], row
