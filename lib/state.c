@@ -29,6 +29,12 @@ static unsigned forks;
 #define WRITING_SPINS (1u << 20)
 static pthread_once_t fork_hook = PTHREAD_ONCE_INIT;
 
+/* Reads under way on this thread: more than one when a signal handler reads
+ * (a library's overflow handler sampling its counters) while the thread it
+ * interrupted was reading.  Only the outermost read may unmap a dead page: the
+ * interrupted one is still reading it. */
+static __thread unsigned reading;
+
 static void forked(void)
 {
     forks++;
@@ -76,9 +82,14 @@ int hwperfd_state_map_fd(int page_fd, struct hwperfd_state_reader *r)
 
 void hwperfd_state_close(struct hwperfd_state_reader *r)
 {
-    if (r->page != NULL)
-        munmap((void *)r->page, HWPERFD_STATE_SIZE);
+    const volatile struct hwperfd_state *page = r->page;
+
+    /* Emptied before the unmap: a signal handler that reads in between finds
+     * no page, not an unmapped one. */
+    __atomic_store_n(&r->page, NULL, __ATOMIC_SEQ_CST);
     memset(r, 0, sizeof *r);
+    if (page != NULL)
+        munmap((void *)page, HWPERFD_STATE_SIZE);
 }
 
 void hwperfd_state_before_ioctl(struct hwperfd_state_reader *r)
@@ -120,10 +131,24 @@ int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t
     return hwperfd_state_read_cpu(r, generation, counts, n, NULL, NULL);
 }
 
+static int read_cpu(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n, unsigned *cpu_out,
+                    uint64_t *now_ns);
+
 int hwperfd_state_read_cpu(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n,
                            unsigned *cpu_out, uint64_t *now_ns)
 {
-    const volatile struct hwperfd_state *p = r->page;
+    int rc;
+
+    reading++;
+    rc = read_cpu(r, generation, counts, n, cpu_out, now_ns);
+    reading--;
+    return rc;
+}
+
+static int read_cpu(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n, unsigned *cpu_out,
+                    uint64_t *now_ns)
+{
+    const volatile struct hwperfd_state *p = __atomic_load_n(&r->page, __ATOMIC_SEQ_CST);
     struct hwperfd_state_slot slots[HWPERFD_STATE_SLOTS];
     uint64_t user_ns, system_ns, split_user, split_system, split_carry, system_room, now = 0, du, ds;
     uint64_t expires, mono = 0;
@@ -182,7 +207,7 @@ int hwperfd_state_read_cpu(struct hwperfd_state_reader *r, int *generation, uint
             break;
     }
     if (flags & HWPERFD_STATE_DEAD) {
-        if (!r->shared)
+        if (!r->shared && reading == 1 && r->page == p)
             hwperfd_state_close(r);
         errno = ESTALE;
         return -1;

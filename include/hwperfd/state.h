@@ -156,7 +156,8 @@ void hwperfd_state_close(struct hwperfd_state_reader *r);
 /* Read slots 0..n-1 (n at most HWPERFD_STATE_SLOTS) and the generation into
  * `counts` and `*generation`: 0 when the page served, -1 when the caller must
  * read through the ioctl (first calling hwperfd_state_before_ioctl).  A page
- * the daemon let go is unmapped. */
+ * the daemon let go is unmapped by the thread's outermost read: one made in
+ * a signal handler that interrupted another read leaves the page to it. */
 int hwperfd_state_read(struct hwperfd_state_reader *r, int *generation, uint64_t *counts, unsigned n);
 
 /* The same for a page of per-CPU counters: the n slots of the CPU the caller
