@@ -252,10 +252,13 @@ static int open_node(void)
 /* -- the overflow timer (lib/overflow_timer.h) ------------------------- */
 
 /* A call on the calling LWP's own set asks (HWPERFD_CPC_TIMED) for the CPU
-   time left before its nearest overflow interrupt: arm for it. */
+   time left before its nearest overflow interrupt: arm for it.  Only where
+   the timer can ring: asking tells the daemon the thread times itself, and
+   its tick then looks only as the fallback. */
 static void ovf_timed(struct hwperfd_cpc_io *io)
 {
-	io->ci_preset = HWPERFD_CPC_TIMED;
+	if (ovf_ready())
+		io->ci_preset = HWPERFD_CPC_TIMED;
 }
 
 static void ovf_took(int fd, unsigned gen, const struct hwperfd_cpc_io *io)

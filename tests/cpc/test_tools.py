@@ -212,6 +212,10 @@ def test_cputrack_e_reports_an_exec_it_never_saw_with_the_counts_at_the_exec(spa
     assert track.stdout is not None and track.stdin is not None
     assert track.stdout.readline() == "   time lwp      event      pic0 \n"
     child = wait_child(track.pid)
+    # The title shows once the counters are bound, before cputrack lets the
+    # command go (libpctx holds a command it created until pctx_run): stopped
+    # before that, cputrack would hold the command short of its exec.
+    _until(lambda: _comm(child) == "sh")
     sparc.control(f"advance {child} 2ms")
     track.send_signal(signal.SIGSTOP)
     try:

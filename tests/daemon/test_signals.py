@@ -15,6 +15,7 @@ import trio
 from hwperfd.counters.kernel import Signal
 from hwperfd.host import processes
 from hwperfd.signals import MAX_OWED, SignalSender
+from tests.waiting import wait_for
 
 RT = signal.SIGRTMIN + 2
 BLOCKS_SIGUSR1 = (
@@ -232,6 +233,9 @@ def test_a_thread_signal_reaches_that_thread_and_never_a_later_one_with_its_tid(
         child.stdin.write(b"\n")
         child.stdin.flush()
         assert child.stdout.readline() == b"joined\n"
+        # Python's join returns as the thread's Python code ends; its task,
+        # still holding the first signal pending, goes a moment later.
+        assert wait_for(lambda: processes.read_thread_start(child.pid, tid) is None, timeout=30)
         # The thread is gone: a signal owed to it (its start no longer there) goes nowhere.
         sender = run_sender([item], 0.2)
         assert sender.sent == 0 and sender.dropped == 1
