@@ -146,7 +146,16 @@ class RealClock:
                 return None
             utime, stime, zombie = ticks
             if entry is None:
-                att = Attribution.start(total, (utime, stime), processes.TICK_NS)
+                if zombie:
+                    # First asked about as a zombie (its exit record still
+                    # queued behind a storm): its whole time is split as
+                    # wait4 will report it, not all as the user time stat's
+                    # truncated ticks would make of a process under a tick.
+                    system = self._zombie_system(key, total, stime, read_ticks)
+                    times = (total - system, system)
+                    att = Attribution(times[0], times[1], (utime, stime), last=times, marks=[(total, system)])
+                else:
+                    att = Attribution.start(total, (utime, stime), processes.TICK_NS)
                 att.begun_ns = now  # before stat was read: a predecessor's line is always older than a birth
                 atts[key] = (now, att)
                 if len(atts) > self.KEPT:
@@ -158,8 +167,7 @@ class RealClock:
                 # the tick stat truncated it to (the kernel's own split, when
                 # it tells it), reached as far as what was counted allows,
                 # before any exit record.
-                split = _zombie_split(key, total) if read_ticks is processes.read_cpu_ticks_state else None
-                system = _within_tick(att.at(total)[1] if split is None else split[1], stime, total)
+                system = self._zombie_system(key, total, stime, read_ticks, att.at(total)[1])
                 att.settle(total, (total - system, system))
                 atts[key] = (now, att)
                 return att.last
@@ -175,6 +183,17 @@ class RealClock:
             return att.last
         total = read_total(key)
         return None if total is None else entry[1].at(total)
+
+    @staticmethod
+    def _zombie_system(
+        key: int, total: int, stime: int, read_ticks: Callable[[int], tuple[int, int, bool] | None], counted: int = 0
+    ) -> int:
+        """The system time wait4 will report for zombie ``key`` of ``total``
+        ns: the kernel's own split when it tells it (a process's, not a
+        thread's), else ``counted``, put within the tick stat's ``stime``
+        truncates it to."""
+        split = _zombie_split(key, total) if read_ticks is processes.read_cpu_ticks_state else None
+        return _within_tick(counted if split is None else split[1], stime, total)
 
     def _drop_oldest(self, atts: OrderedDict[int, tuple[int, Attribution]], held: set[int]) -> None:
         """Past ``KEPT`` the least recently asked about goes (one a page holds

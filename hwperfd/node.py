@@ -113,13 +113,15 @@ def holding(holder: Callable[[], str | None], changed: Changed) -> Iterator[None
     """Around what may take or give back the counter hardware (a command
     marked ``HOLDER``, a node's release of a file): if the reservation
     ``holder()`` names changed hands, refused call or not, every
-    personality's pages show it."""
+    personality's pages show it, and every text that names the holder
+    (the control file's, pctr's) is rendered again."""
     before = holder()
     try:
         yield
     finally:
         if holder() != before:
             changed.every_page = True
+            changed.texts = True
 
 
 class Command(NamedTuple):

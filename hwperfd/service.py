@@ -518,6 +518,7 @@ class Daemon:
                     break
                 waited = time.monotonic_ns() - asked
                 if waited > COUNTING_LIMIT_NS:
+                    self._ahead_of_backlog(pid)
                     break  # answered with what is known (docs/trust.md)
                 if budget and time.thread_time_ns() - spent > COUNTING_BUDGET_NS:
                     # Another user's storm is queued ahead of its children's
@@ -529,6 +530,7 @@ class Daemon:
                         self._record_setup((pid,))
                         self._changed()
                     if credited is not None:
+                        self._ahead_of_backlog(pid)
                         break
                     budget = False
         elif self._behind < STORM_SLICES:
@@ -537,6 +539,19 @@ class Daemon:
                     break
         elif pid is not None and self.lifecycle.settle(pid):
             self._record_setup((pid,))
+            self._changed()
+
+    def _ahead_of_backlog(self, pid: int) -> None:
+        """A request of ``pid`` is answered ahead of queued events: the
+        children it forked before the call, whose forks may be among them,
+        are taken in first, as the kernel's order has it (a release or a
+        control change must not decide what they inherited)."""
+        # A start is known to a tick: one within a tick of the last event
+        # heard may be a fork not heard yet.
+        heard = self.lifecycle.host.boot_ns(self._heard_to) - processes.TICK_NS if self._heard_to else 0
+        taken = self.lifecycle.take_in_children((pid,), since_ns=max(1, heard))
+        if taken:
+            self._record_setup((pid, *taken))
             self._changed()
 
     def _catch_up_events(self, pid: int | None = None) -> bool:

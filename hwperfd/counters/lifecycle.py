@@ -466,14 +466,43 @@ class Lifecycle:
             else:
                 self.kernel.revoke(info)
         counting = set(self.kernel.counting()).intersection(tracked)
-        for pid in counting:
-            for child in self.host.children(pid):
-                if not self.kernel.is_tracked(child):
-                    self._forked(Forked(pid, child))
+        self.take_in_children(counting)
         self.settle()
         for pid in self.kernel.counting():
             if pid in counting:
                 self._reconcile(pid)
+
+    def take_in_children(self, pids: Iterable[int], since_ns: int = 0) -> list[int]:
+        """The children Linux shows under counting ``pids`` (and under those
+        of them that count in turn) whose forks have not reached us, taken in
+        as their forks would be: after lost events, or before a request that
+        is answered ahead of a backlog still holding those forks.  A control
+        change served first would decide what the child inherits by the new
+        control (perfex's release of its own counters, served ahead of
+        another user's fork storm, left the command it had just spawned
+        uncounted).  ``since_ns`` (ns since boot): children that started
+        before it had their forks heard, and are left as those made them
+        (forked before their parent counted).  Returns the pids taken in."""
+        taken: list[int] = []
+        todo = [pid for pid in pids if self.kernel.is_counting(pid)]
+        while todo:
+            parent = todo.pop()
+            for child in self.host.children(parent):
+                if self.kernel.is_tracked(child) or (since_ns and not self._started_since(child, since_ns)):
+                    continue
+                if not self._forked(Forked(parent, child)):
+                    continue
+                taken.append(child)
+                if self.kernel.is_counting(child):
+                    todo.append(child)
+        return taken
+
+    def _started_since(self, pid: int, since_ns: int) -> bool:
+        try:
+            start = self.host.read_start(pid)
+        except BlockingIOError:
+            return False  # its /proc files wait on it: its fork is left to its event
+        return start is not None and start >= since_ns
 
     def sweep(self, limit: int | None = None) -> tuple[int, int]:
         """The rare check of what is kept (a safety net under the events):

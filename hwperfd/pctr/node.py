@@ -14,7 +14,7 @@ from structs.state import hwperfd_statepage_t as STATEPAGE
 from hwperfd.counters.durable import Item
 from hwperfd.counters.percpu import GlobalCounters
 from hwperfd.host import processes
-from hwperfd.node import HOLDER, PAGE, Call, Changed, Command, Mount, PageRef, Reply, dispatch
+from hwperfd.node import HOLDER, PAGE, TEXTS, Call, Changed, Command, Mount, PageRef, Reply, dispatch
 from hwperfd.pctr.device import PctrDevice
 from hwperfd.pctr.pages import PAGE as MACHINE_PAGE
 from hwperfd.pctr.pages import PctrPages
@@ -35,14 +35,15 @@ class PctrNode:
         self._state_pages = mount.state_pages
         self._holder = lambda: kernel.cpus.reservation.holder
         # Its ioctl table (pctr(4)): global counters, so no call interrupts and
-        # no other file's text shows them.  A set writes the one page again,
-        # and the first function set or the last cleared takes or gives back
-        # the counter hardware.
+        # no other file's text shows them.  A set writes the one page again
+        # and the node's text (its functions and counts), and the first
+        # function set or the last cleared takes or gives back the counter
+        # hardware.
         self.table: dict[int, Command] = {
             structs.HWPERFD_PIOCSTATEPAGE: Command(self._state_page, 0, "HWPERFD_PIOCSTATEPAGE", STATEPAGE),
             PCIOCRD: Command(self._read, 0, "PCIOCRD", pctrst),
             **{
-                cmd: Command(self._setter(i), PAGE | HOLDER, f"PCIOCS{i}", Int32ul)
+                cmd: Command(self._setter(i), TEXTS | PAGE | HOLDER, f"PCIOCS{i}", Int32ul)
                 for i, cmd in enumerate(PCIOCS)
             },
         }

@@ -338,6 +338,27 @@ def test_lost_events_rescan_takes_in_children_and_lets_go_of_the_dead(kernel, li
     assert life.rescans == 1
 
 
+def test_a_release_answered_ahead_of_the_fork_leaves_the_child_its_inherited_counters(kernel, life, host):
+    """perfex's order: enable, spawn, release.  The release answered while
+    the fork (and a grandchild's) still waited behind another user's storm:
+    taken in from Linux's children first, the command counts from its
+    first instruction, and the forks heard later change nothing."""
+    before = host.spawn(99, 1)
+    parent = counting_parent(kernel, host)
+    before.ppid = 100  # forked before its parent counted (a fork heard then): left as it was
+    child = host.spawn(101, 100)
+    host.spawn(102, 101)
+    host.spawn(103, 1)  # not the parent's: left alone
+    assert life.take_in_children([100], since_ns=child.start) == [101, 102]
+    kernel.release(caller(parent), parent)
+    host.run(101, 2)
+    host.die(101)
+    life.apply([Forked(100, 101), Forked(101, 102), Exited(101, 100)])
+    assert kernel.read(caller(parent), child)[1][0] == 2 * CYCLES_PER_MS
+    assert kernel.is_counting(102) and not kernel.is_tracked(103) and not kernel.is_tracked(99)
+    assert life.take_in_children([100]) == []  # released: nothing to inherit
+
+
 def test_after_a_loss_children_whose_ends_were_lost_still_count(kernel, life, host):
     """Both the fork and the exit of 103 were lost, and 102's exit too: what
     Linux says the parent's waited-for children used is counted for it."""

@@ -84,6 +84,24 @@ def test_busy_while_another_personality_holds_the_hardware(intel, fds):
     assert "hardware reserved by nobody" in (intel.path / "control").read_text()
 
 
+def test_the_texts_show_a_function_set_or_cleared_at_once(intel, fds):
+    """A text read right after PCIOCSx shows the new function and holder:
+    texts are shared by reads within a tick unless a call says it changed
+    what they show, and a set that did not say so left the node showing the
+    counter programmed, and the hardware held, after it was cleared."""
+    _, rw = fds
+    good = 0xC0 | PCTR_U | PCTR_EN
+    node, control = intel.path / "pctr", intel.path / "control"
+    for _ in range(20):
+        assert "reserved-by -\n" in node.read_text()
+        assert "hardware reserved by nobody" in control.read_text()
+        assert ioctl_errno(rw, PCIOCS0, good) == 0
+        text = node.read_text()
+        assert "reserved-by pctr\n" in text and f"ctr0 0 fn {good:#x} " in text, text
+        assert "hardware reserved by pctr" in control.read_text()
+        assert ioctl_errno(rw, PCIOCS0, 0) == 0
+
+
 def test_reading_the_node_names_the_model(intel):
     text = (intel.path / "pctr").read_text()
     assert "vendor GenuineIntel\n" in text and "machine amd64\n" in text and "counters 2\n" in text

@@ -16,7 +16,7 @@ from hwperfd.counters.kernel import CounterKernel
 from hwperfd.counters.threads import ThreadTable
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.host import processes
-from hwperfd.node import HOLDER, PAGE, Call, Changed, Mount
+from hwperfd.node import HOLDER, PAGE, TEXTS, Call, Changed, Mount
 from hwperfd.pctr.node import PctrNode
 from hwperfd.service import PERSONALITY_NODES
 from structs import cpc, pctr, perfctr
@@ -72,4 +72,4 @@ def test_a_refused_pctr_set_changes_nothing_and_unknown_calls_are_einval():
         node.ioctl(Call(5, 0x1234, 0, b"", 100, 0, 0, True), changed)
     assert unknown.value.errno == errno.EINVAL  # pctr(4)'s default case, not ENOTTY
     assert not changed.every_page and changed.pages == []
-    assert node.table[pctr.PCIOCS0].changes == PAGE | HOLDER
+    assert node.table[pctr.PCIOCS0].changes == TEXTS | PAGE | HOLDER
