@@ -206,7 +206,7 @@ class SetupStore:
         while True:
             entry = self._entry(data, at, salt)
             if entry is None or entry[0] != expected:
-                found = data.find(salt, at + 1)
+                found = data.find(salt, at)
                 while found >= 0:
                     entry = self._entry(data, found, salt)
                     if entry is not None and entry[0] > expected:
