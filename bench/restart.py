@@ -14,8 +14,11 @@ to put back.  Goal: under 1 s with 10 000 processes.
 Part 2 (durability's cost).  bench/setctrl_client.c times PIOCSETEVCTRL round
 trips (each changes what is counted, so each is written before it answers)
 against hwperfd with the store and with --no-store, pinned to CPU 0 with the
-daemon, interleaved over ROUNDS; the figure is the median of the per-round
-medians, and the ratio store / no store against the goal of 1.10.
+daemons, one call on each in turn (so both see the machine's load alike),
+over ROUNDS; the figure is the median of the per-round
+medians, and the ratio store / no store against the goal of 1.10.  Beside it,
+the daemons' CPU time per call (every thread's, from schedstat): on a loaded
+machine a round trip is mostly waiting for CPU 0, and that figure is not.
 
 Needs root and a C compiler.  Everything is unmounted at the end.
 """
@@ -23,6 +26,7 @@ Needs root and a C compiler.  Everything is unmounted at the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import signal
@@ -127,6 +131,15 @@ def restart_part(base: Path, procs: int) -> None:
         stop(daemon, mount)
 
 
+def cpu_ns(pid: int) -> int:
+    """CPU time every thread of ``pid`` has run, in ns (schedstat's first field)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
 def cost_part(base: Path, calls: int, rounds: int) -> None:
     client = base / "setctrl_client"
     subprocess.run(
@@ -139,20 +152,31 @@ def cost_part(base: Path, calls: int, rounds: int) -> None:
         "no store": start(mounts["no store"], base / "none.log", "--no-store", pin="0"),
     }
     medians: dict[str, list[float]] = {name: [] for name in mounts}
+    cpu: dict[str, list[float]] = {name: [] for name in mounts}
     try:
         for _ in range(rounds):
+            before = {name: cpu_ns(proc.pid) for name, proc in daemons.items()}
+            out = subprocess.run(
+                ["taskset", "-c", "0", str(client), "-n", str(calls), *map(str, mounts.values())],
+                check=True, capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            by_mount = {}
+            for row in out.splitlines():
+                fields = dict(item.split("=", 1) for item in row.split()[1:])
+                by_mount[fields["mount"]] = float(fields["median_us"])
             for name, mount in mounts.items():
-                out = subprocess.run(
-                    ["taskset", "-c", "0", str(client), "-n", str(calls), str(mount)],
-                    check=True, capture_output=True, text=True,
-                ).stdout  # fmt: skip
-                fields = dict(item.split("=") for item in out.split()[1:])
-                medians[name].append(float(fields["median_us"]))
+                medians[name].append(by_mount[str(mount)])
+                cpu[name].append((cpu_ns(daemons[name].pid) - before[name]) / 1e3 / (calls + 200))  # 200 untimed first
         figures = {name: statistics.median(values) for name, values in medians.items()}
         ratio = figures["store"] / figures["no store"]
         print(
             f"PIOCSETEVCTRL round trip: {figures['store']:.1f} us with the store, "
             f"{figures['no store']:.1f} us without; ratio {ratio:.2f} (goal <= 1.10)"
+        )
+        used = {name: statistics.median(values) for name, values in cpu.items()}
+        print(
+            f"PIOCSETEVCTRL daemon CPU per call: {used['store']:.1f} us with the store, "
+            f"{used['no store']:.1f} us without; ratio {used['store'] / used['no store']:.2f}"
         )
     finally:
         for name, proc in daemons.items():

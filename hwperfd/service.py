@@ -101,6 +101,10 @@ MAX_PID_INODE = 1 << 31  # process files' inodes lie between PID_INODE_BASE and 
 # (docs/restart.md).
 RESTORE_AT_START = 64
 PUT_BACK_SLICE = 0.002
+# The set-up store's journal goes into its database this long after its
+# first entry since the last time (hwperfd/counters/store.py): whatever
+# number of calls changed a record meanwhile, it is written once.
+STORE_FLUSH_DELAY = 0.05
 
 
 def store_name(mount: str) -> str:
@@ -142,6 +146,7 @@ class Daemon:
             trace_session.start(args.trace, self.clock, args.trace_size)
         self.signals = SignalSender()
         self._dirty: set[int] = set()  # pids whose state the kernel let go or changed outside a call
+        self._answering = False  # an ioctl is being answered: it writes what changed before it answers
         self._overflowed: set[int] = set()  # pids owed overflow signals since their last write
         self.kernel = CounterKernel(
             self.cpus, self.clock, signal=self._owe, gone=self._gone, cancel=self.signals.cancel
@@ -225,6 +230,28 @@ class Daemon:
                 self.lifecycle.restored()
             self._record_setup(all_pids=True)
             self.fs.after_write = lambda pid: self._record_setup([pid] if pid is not None else (), all_pids=pid is None)
+            store.on_journal = self._wake_flush
+        self._journaled: trio.Event | None = None
+
+    def _wake_flush(self) -> None:
+        if self._journaled is not None:
+            self._journaled.set()
+
+    async def _flush_store(self) -> None:
+        """The store's journal into its database a moment after its first
+        entry: off the calls' paths, each record once however often it changed."""
+        while self.durable is not None:
+            self._journaled = trio.Event()
+            if not self.durable.store.unflushed:
+                await self._journaled.wait()
+            await trio.sleep(STORE_FLUSH_DELAY)
+            if self.durable is None:
+                return
+            try:
+                self.durable.store.flush()
+            except (sqlite3.Error, OSError) as exc:
+                # What it held is in the journal still, which the next start takes in.
+                log.warning("set-up store: %s (written at the next flush)", exc)
 
     def _restored(self) -> None:
         """Every record of the store is back (or refused)."""
@@ -345,6 +372,7 @@ class Daemon:
             nursery.start_soon(resilient, self._reap_zombies)
             nursery.start_soon(resilient, self._follow_processes)
             nursery.start_soon(self._put_back_rest)
+            nursery.start_soon(self._flush_store)
             if isinstance(self.clock, RealClock):
                 nursery.start_soon(resilient, self._tick)
                 if self.fs.state_pages is not None:
@@ -671,7 +699,9 @@ class Daemon:
         if pid is not None:
             changed |= self.lifecycle.settle(pid)
             touched.add(pid)
-        if touched or self._dirty or self.threads.touched:
+        if self._answering:
+            self._dirty |= touched  # written with what the call changes, before it answers
+        elif touched or self._dirty or self.threads.touched:
             self._record_setup(touched)
         if changed:
             self._changed()
@@ -687,6 +717,7 @@ class Daemon:
         target = ino - PID_INODE_BASE
         if self.durable is not None and self.durable.pending:
             self._put_back((pid, target) if 0 < target < MAX_PID_INODE else (pid,))
+        self._answering = self.durable is not None
         try:
             reply = self.fs.ioctl(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
             if self.kernel.thread_version != self._thread_version:
@@ -697,6 +728,7 @@ class Daemon:
                 trace.active.refused(self.fs.personality(ino), pid, uid, cmd, exc.errno)
             raise
         finally:
+            self._answering = False
             if self.durable is not None:
                 self._record_setup((pid, target) if 0 < target < MAX_PID_INODE else (pid,))
 

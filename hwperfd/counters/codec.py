@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import operator
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
@@ -41,12 +42,16 @@ _RUN = 4  # a list of this many equal items or more is stored as one item and a 
 _shared: dict[int, tuple[Any, Any]] = {}
 
 
+_PLAIN = frozenset({int, str, bool, type(None)})  # their own forms
+_INTS = {int}
+
+
 def encode(value: Any) -> Any:
     kind = type(value)
-    if value is None or kind is int or kind is str or kind is bool:
+    if kind in _PLAIN:
         return value
     if kind is list:
-        if all(type(v) is int for v in value):
+        if not value or set(map(type, value)) == _INTS:
             return value  # counts: the most of a record
         return _encode_list(value)
     known = _shared.get(id(value))
@@ -70,6 +75,9 @@ _SHAREABLE: set[type] = set()  # immutable: forms kept by identity
 
 
 def _encode_list(value: list[Any]) -> Any:
+    first = value[0]
+    if len(value) >= _RUN and all(v is first for v in value):
+        return {"R": [len(value), encode(first)]}  # one object throughout (a block's untouched slots)
     forms = [encode(v) for v in value]
     if len(forms) >= _RUN and all(f is forms[0] or f == forms[0] for f in forms):
         return {"R": [len(forms), forms[0]]}  # a run of one value (a block's 32 untouched slots)
@@ -90,12 +98,16 @@ def _encoder_for(kind: type) -> Callable[[Any], Any]:
         if kind.__dataclass_params__.frozen:  # type: ignore[attr-defined]
             _SHAREABLE.add(kind)
         names = tuple(f.name for f in dataclasses.fields(kind))
-        return lambda v: {"D": [name, {n: encode(getattr(v, n)) for n in names}]}
+        fields = operator.attrgetter(*names) if len(names) > 1 else lambda v: (getattr(v, names[0]),)
+        plain = _PLAIN
+        return lambda v: {
+            "D": [name, dict(zip(names, [x if type(x) in plain else encode(x) for x in fields(v)]))]
+        }
     if issubclass(kind, tuple):
         _SHAREABLE.add(kind)
         if hasattr(kind, "_fields"):
             return lambda v: {"N": [name, [encode(x) for x in v]]}
-        return lambda v: {"T": [encode(x) for x in v]}
+        return lambda v: {"T": list(v) if set(map(type, v)) <= _INTS else [encode(x) for x in v]}
     if issubclass(kind, list):
         return _encode_list
     if issubclass(kind, (set, frozenset)):

@@ -134,8 +134,10 @@ class DurableSetup:
         self._clock_written: Any = None
         self.writes = 0
         self.sources: list[SetupSource] = []
-        # (kind, key) -> (pid, fingerprint) last written for each source's record
-        self._source_written: dict[tuple[str, str], tuple[int, Any]] = {}
+        # kind -> key -> (pid, fingerprint) last written for each source's
+        # record, and kind -> pid -> its keys (what a sync of some pids may drop)
+        self._source_written: dict[str, dict[str, tuple[int, Any]]] = {}
+        self._source_keys: dict[str, dict[int, set[str]]] = {}
         self._loaded: list[SetupRecord] | None = None
         # Process records not put back yet (pid -> parent), and by parent.
         self.pending: dict[int, int] = {}
@@ -151,23 +153,40 @@ class DurableSetup:
         machine's), and drop the records gone; all of them if None."""
         put: list[SetupRecord] = []
         drop: list[tuple[str, str]] = []
-        written = self._source_written
         for source in self.sources:
             kind = source.kind
+            written = self._source_written.setdefault(kind, {})
+            by_pid = self._source_keys.setdefault(kind, {})
             items = source.setup(pids)
+            if not items and not written:
+                continue
             for key, item in items.items():
-                old = written.get((kind, key))
+                old = written.get(key)
                 if old is not None and old[1] == item.fingerprint:
                     continue
-                written[(kind, key)] = (item.pid, item.fingerprint)
+                if old is not None and old[0] != item.pid:
+                    self._unindex(by_pid, old[0], key)
+                written[key] = (item.pid, item.fingerprint)
+                by_pid.setdefault(item.pid, set()).add(key)
                 put.append(SetupRecord(kind, key, item.pid, item.start, item.uid, item.encode()))
-            for (k, key), (pid, _) in list(written.items()):
-                if k == kind and key not in items and (pids is None or pid == 0 or pid in pids):
-                    del written[(k, key)]
-                    drop.append((k, key))
+            if pids is None:
+                gone = [key for key in written if key not in items]
+            else:
+                gone = [key for pid in {0, *pids} for key in by_pid.get(pid, ()) if key not in items]
+            for key in gone:
+                self._unindex(by_pid, written.pop(key)[0], key)
+                drop.append((kind, key))
         if put or drop:
             self.store.write(put, drop)
             self.writes += 1
+
+    @staticmethod
+    def _unindex(by_pid: dict[int, set[str]], pid: int, key: str) -> None:
+        keys = by_pid.get(pid)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del by_pid[pid]
 
     def restore_sources(self) -> None:
         """Put back the sources' records (after ``restore``, which read them).

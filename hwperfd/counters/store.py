@@ -8,16 +8,21 @@ it is written here before the call that made it answers; a daemon that
 starts reloads it (docs/restart.md).
 
 One SQLite database per mount in the state directory (root's, mode 0600), in
-WAL mode: a write is one transaction appended to the log, and a daemon killed
-at any point leaves either the old record or the new one.  ``synchronous=OFF``:
-the log reaches the kernel's page cache on every commit (a killed daemon
-loses nothing) but is not forced to the disk, which only a machine crash
-would need, and that ends every counted process too.  Exclusive locking: the
-daemon holds the database from its open to its exit (the kernel drops the
-lock of a killed one), so a commit is the log's write(2) and no more
-(``_hold``).  Each record carries a
-CRC-32 of its body: a record that does not check out, or does not parse, is
-refused, logged and skipped, and the daemon starts without it.
+WAL mode, and before it a journal (``<database>-pending``).  A write is one
+entry appended to the journal, one pwrite(2) of the record's form with its
+CRC-32: in the kernel's page cache when the call answers, so a daemon killed
+at any point loses nothing it answered.  Nothing is forced to the disk
+(no fsync; ``synchronous=OFF``), which only a machine crash would need, and
+that ends every counted process too.  The journal goes into SQLite
+(``flush``) a moment later, when it grows past ``JOURNAL_FLUSH`` bytes,
+before the store is read and when it closes: one transaction for all that
+changed meanwhile, each record once however many calls changed it.  A store
+opened at a start first takes in what a killed daemon's journal held past
+its last flush.  Exclusive locking: the daemon holds the database from its
+open to its exit (the kernel drops the lock of a killed one; ``_hold``).
+Each record carries a CRC-32 of its body: a record that does not check out,
+or does not parse, is refused, logged and skipped, and the daemon starts
+without it.
 
 The store holds only what the daemon holds in memory, record for record, so
 the caps that bound that (per-user open files, contexts, pages) bound it.
@@ -27,11 +32,13 @@ from __future__ import annotations
 
 import json
 import logging
+import marshal
 import os
 import sqlite3
+import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 log = logging.getLogger("hwperfd")
 
@@ -48,8 +55,36 @@ CREATE TABLE IF NOT EXISTS setup (
     PRIMARY KEY (kind, key)
 ) WITHOUT ROWID
 """
+_META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID"
 _COLUMNS = "kind, key, pid, start, uid, body, crc, parent"
 _PUT = f"INSERT OR REPLACE INTO setup ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_DROP = "DELETE FROM setup WHERE kind = ? AND key = ?"
+
+# The journal: a header (magic, version, epoch, salt), then entries, each
+# written with one pwrite(2): the salt, its sequence number (0, 1, ... in
+# this journal), its payload's length, a CRC-32 of these and the payload,
+# then the payload.  A new journal is written over the old one's space
+# (allocated once: appending to a file emptied at each flush cost block
+# allocations) with a new random salt, so the old entries past its end are
+# not its own.  An entry that does not check out is either the end (a write
+# a kill cut short, or the old journal's bytes past the last entry: the call
+# it was for never answered) or damage in the middle; an entry of this
+# journal further on, with a later number, tells which (``_entries``).  The
+# payload is a marshalled tuple of (kind, key, pid, start, uid, parent, form)
+# for each record written and (kind, key) for each deleted: one entry per
+# ``write``, whole or not at all.  The database keeps the epoch its last
+# flush took in: a journal of that epoch or an earlier one holds nothing
+# newer than it.
+_MAGIC = b"HWPJ"
+_HEADER = struct.Struct("<4sIQ8s")
+_FRAME = struct.Struct("<8sQI")  # salt, sequence number, length; then the CRC-32
+_CRC = struct.Struct("<I")
+_ENTRY = _FRAME.size + _CRC.size
+_VERSION = 3
+_JOURNAL_SPACE = (1 << 20) + (64 << 10)  # allocated at the start: JOURNAL_FLUSH and the entry past it
+_MARSHAL = 4  # marshal's format: the journal is read back by the same daemon's successor
+JOURNAL_FLUSH = 1 << 20  # bytes of journal past which a write flushes it at once
+_ENTRY_MAX = 16 << 20  # no record comes near it: a length past it is damage
 
 
 @dataclass(frozen=True)
@@ -79,6 +114,14 @@ def _crc(kind: str, key: str, pid: int, start: int, uid: int, body: str) -> int:
     return zlib.crc32(f"{kind}\0{key}\0{pid}\0{start}\0{uid}\0{body}".encode())
 
 
+def _row(kind: str, key: str, pid: int, start: int, uid: int, parent: int, form: Any) -> tuple[Any, ...]:
+    """A record's row in the database: its form as JSON, and the checksum."""
+    if not all(type(v) is int for v in (pid, start, uid, parent)):
+        raise TypeError("bad column types")
+    body = _to_json(form)
+    return (kind, key, pid, start, uid, body, _crc(kind, key, pid, start, uid, body), parent)
+
+
 class SetupStore:
     """The records of one mount.  ``write`` is one transaction."""
 
@@ -96,10 +139,171 @@ class SetupStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=OFF")
         self._db.execute(_SCHEMA)
+        self._db.execute(_META)
         if "parent" not in {row[1] for row in self._db.execute("PRAGMA table_info(setup)")}:
             self._db.execute("ALTER TABLE setup ADD COLUMN parent INTEGER NOT NULL DEFAULT 0")  # an older store
         self.refused = 0  # records refused since the store was opened
         self.exclusive = self._hold()
+        # Written to the journal and not to the database yet: (kind, key) ->
+        # the last entry's payload and the record's place in it (None: deleted).
+        self._unflushed: dict[tuple[str, str], tuple[bytes, int] | None] = {}
+        self.on_journal: Callable[[], None] = lambda: None  # the journal's first entry since a flush
+        self.journal = path + "-pending"
+        self._journal = -1
+        self._epoch, self._end = self._recover()
+
+    # -- the journal ---------------------------------------------------------
+
+    def _recover(self) -> tuple[int, int]:
+        """Take into the database what the journal holds past the database's
+        last flush (a killed daemon's last writes), then begin a new journal.
+        Returns its epoch and end."""
+        row = self._db.execute("SELECT value FROM meta WHERE name = 'epoch'").fetchone()
+        flushed = row[0] if row is not None and isinstance(row[0], int) else 0
+        fd = os.open(self.journal, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        self._journal = fd
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise OSError(f"{self.journal} is not the daemon's own")
+        os.fchmod(fd, 0o600)
+        data = os.pread(fd, st.st_size, 0) if st.st_size else b""
+        epoch = flushed
+        if len(data) >= _HEADER.size:
+            magic, version, found, salt = _HEADER.unpack_from(data)
+            if magic == _MAGIC and version == _VERSION and found > flushed:
+                epoch = found
+                self._take_in(data, found, salt)
+            elif magic != _MAGIC or version != _VERSION:
+                log.warning("set-up journal %s refused: not a journal of this daemon's", self.journal)
+        return self._begin(epoch + 1), _HEADER.size
+
+    @staticmethod
+    def _entry(data: bytes, at: int, salt: bytes) -> tuple[int, bytes, int] | None:
+        """The entry of the journal of ``salt`` at ``at`` if one checks out
+        there: its number, payload and end."""
+        if at + _ENTRY > len(data):
+            return None
+        found, seq, length = _FRAME.unpack_from(data, at)
+        end = at + _ENTRY + length
+        if found != salt or end > len(data):
+            return None
+        payload = data[at + _ENTRY : end]
+        (crc,) = _CRC.unpack_from(data, at + _FRAME.size)
+        if zlib.crc32(payload, zlib.crc32(data[at : at + _FRAME.size])) != crc:
+            return None
+        return seq, payload, end
+
+    def _entries(self, data: bytes, salt: bytes) -> Iterator[bytes]:
+        """The payloads of the journal of ``salt`` in ``data``, in order.
+        Where an entry does not check out, the next of this journal that does
+        (the salt's next appearance with a later number) says it was damage:
+        the entries between are refused and logged, and the reading goes on
+        from there.  With none further on, it is the end: a write a kill cut
+        short (the file ends in it, or the old journal's bytes follow its
+        first part) or the old journal past this one's last entry; the call
+        it was for never answered, and nothing is refused."""
+        at, expected = _HEADER.size, 0
+        while True:
+            entry = self._entry(data, at, salt)
+            if entry is None or entry[0] != expected:
+                found = data.find(salt, at)
+                while found >= 0:
+                    entry = self._entry(data, found, salt)
+                    if entry is not None and entry[0] > expected:
+                        break
+                    found = data.find(salt, found + 1)
+                if found < 0 or entry is None:
+                    return
+                log.warning(
+                    "set-up journal %s: %d entries at %d refused: damaged", self.journal, entry[0] - expected, at
+                )
+                self.refused += entry[0] - expected
+            expected, payload, at = entry[0] + 1, entry[1], entry[2]
+            yield payload
+
+    def _take_in(self, data: bytes, epoch: int, salt: bytes) -> None:
+        latest: dict[tuple[str, str], tuple[Any, ...] | None] = {}
+        for payload in self._entries(data, salt):
+            try:
+                items = marshal.loads(payload)
+                if type(items) is not tuple or not all(
+                    type(item) is tuple and len(item) in (2, 7) and all(type(v) is str for v in item[:2])
+                    for item in items
+                ):
+                    raise ValueError("not an entry")
+            except (ValueError, EOFError, TypeError) as exc:
+                log.warning("set-up journal %s: an entry refused: %s", self.journal, exc)
+                self.refused += 1
+                continue
+            for item in items:
+                latest[item[:2]] = item if len(item) == 7 else None
+        rows, gone = [], []
+        for (kind, key), item in latest.items():
+            if item is None:
+                gone.append((kind, key))
+            else:
+                try:
+                    rows.append(_row(*item))
+                except (ValueError, TypeError) as exc:
+                    log.warning("set-up record %s/%s refused: %s", kind, key, exc)
+                    self.refused += 1
+        self._commit(rows, gone, epoch)
+        if latest:
+            log.info("set-up journal: %d records taken in", len(latest))
+
+    def _begin(self, epoch: int) -> int:
+        """An empty journal of ``epoch`` and a new salt: its header over the
+        last one's (whose entries, of another salt, end it as found)."""
+        if os.fstat(self._journal).st_size < _JOURNAL_SPACE:
+            try:
+                os.posix_fallocate(self._journal, 0, _JOURNAL_SPACE)
+            except OSError:
+                pass  # a file system without it: the space is taken as it is written
+        self._salt = os.urandom(8)
+        self._seq = 0
+        os.pwrite(self._journal, _HEADER.pack(_MAGIC, _VERSION, epoch, self._salt), 0)
+        return epoch
+
+    @property
+    def unflushed(self) -> bool:
+        """The journal holds entries the database has not taken in yet."""
+        return bool(self._unflushed)
+
+    def flush(self) -> None:
+        """Write what the journal holds into the database (one transaction,
+        each record once) and begin a new journal."""
+        if not self._unflushed:
+            return
+        rows, gone = [], []
+        loaded: dict[int, Any] = {}
+        for (kind, key), where in self._unflushed.items():
+            if where is None:
+                gone.append((kind, key))
+            else:
+                payload, i = where
+                items = loaded.get(id(payload))
+                if items is None:
+                    items = loaded[id(payload)] = marshal.loads(payload)  # a copy: a form may share live lists
+                rows.append(_row(*items[i]))
+        self._commit(rows, gone, self._epoch)
+        self._unflushed.clear()
+        self._epoch = self._begin(self._epoch + 1)
+        self._end = _HEADER.size
+
+    def _commit(self, rows: list[tuple[Any, ...]], gone: list[tuple[str, str]], epoch: int | None = None) -> None:
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            if gone:
+                db.executemany(_DROP, gone)
+            if rows:
+                db.executemany(_PUT, rows)
+            if epoch is not None:
+                db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('epoch', ?)", (epoch,))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
     def _hold(self) -> bool:
         """Hold the database from now until the daemon exits (the kernel drops
@@ -136,6 +340,7 @@ class SetupStore:
         """Every record (but those of kind ``without``) that checks out; the
         others are refused, logged and deleted."""
         try:
+            self.flush()
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM setup WHERE kind != ?", (without,)).fetchall()
         except sqlite3.DatabaseError as exc:
             log.warning("set-up store %s unreadable (%s): starting without it", self.path, exc)
@@ -147,6 +352,7 @@ class SetupStore:
         """(key, parent) of each record of ``kind``, bodies unread: what a
         start needs to put records back later, a family at a time."""
         try:
+            self.flush()
             rows = self._db.execute("SELECT key, parent FROM setup WHERE kind = ?", (kind,)).fetchall()
         except sqlite3.DatabaseError as exc:
             log.warning("set-up store %s unreadable (%s): starting without it", self.path, exc)
@@ -157,6 +363,7 @@ class SetupStore:
     def read(self, kind: str, keys: Iterable[str]) -> list[SetupRecord]:
         """The records of ``kind`` and ``keys`` that check out (refusing the others, as ``load``)."""
         keys = list(keys)
+        self.flush()
         rows = []
         for i in range(0, len(keys), 500):  # under SQLite's limit on a statement's parameters
             chunk = keys[i : i + 500]
@@ -186,48 +393,50 @@ class SetupStore:
 
     def write(self, records: Iterable[SetupRecord], drop: Iterable[tuple[str, str]] = ()) -> None:
         """Put ``records`` (replacing those of the same kind and key) and
-        delete ``drop`` (kind, key) pairs, in one transaction."""
-        rows = []
-        for r in records:
-            body = _to_json(r.body)
-            crc = _crc(r.kind, r.key, r.pid, r.start, r.uid, body)
-            rows.append((r.kind, r.key, r.pid, r.start, r.uid, body, crc, r.parent))
-        gone = list(drop)
-        if not rows and not gone:
+        delete ``drop`` (kind, key) pairs: one entry appended to the journal,
+        in the kernel's page cache on return (the database takes it at ``flush``)."""
+        items: list[tuple[Any, ...]] = [(r.kind, r.key, r.pid, r.start, r.uid, r.parent, r.body) for r in records]
+        items += [(kind, key) for kind, key in drop]
+        if not items:
             return
-        db = self._db
-        if len(rows) == 1 and not gone:  # the common case: one statement is one transaction
-            db.execute(_PUT, rows[0])
-            return
-        db.execute("BEGIN")
-        try:
-            if gone:
-                db.executemany("DELETE FROM setup WHERE kind = ? AND key = ?", gone)
-            if rows:
-                db.executemany(_PUT, rows)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        payload = marshal.dumps(tuple(items), _MARSHAL)
+        frame = _FRAME.pack(self._salt, self._seq, len(payload))
+        data = b"".join((frame, _CRC.pack(zlib.crc32(payload, zlib.crc32(frame))), payload))
+        if os.pwrite(self._journal, data, self._end) != len(data):
+            raise OSError(f"{self.journal}: short write")
+        self._end += len(data)
+        self._seq += 1
+        if not self._unflushed:
+            self.on_journal()
+        unflushed = self._unflushed
+        for i, item in enumerate(items):
+            unflushed[item[:2]] = (payload, i) if len(item) == 7 else None
+        if self._end > JOURNAL_FLUSH:
+            self.flush()
 
     def count(self) -> int:
+        self.flush()
         return int(self._db.execute("SELECT count(*) FROM setup").fetchone()[0])
 
     def close(self, *, remove_if_empty: bool = False) -> None:
+        self.flush()
         empty = remove_if_empty and self.count() == 0
         self._db.close()
+        os.close(self._journal)
         if empty:
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-wal", "-shm", "-pending"):
                 try:
                     os.unlink(self.path + suffix)
                 except FileNotFoundError:
                     pass
 
     def _recreate(self) -> None:
-        """A database SQLite cannot read at all is set aside, and a new one begun."""
+        """A database SQLite cannot read at all is set aside, and a new one
+        begun (with a new journal: the old one's entries were the old database's)."""
         self._db.close()
+        os.close(self._journal)
         os.replace(self.path, self.path + ".corrupt")
-        for suffix in ("-wal", "-shm"):
+        for suffix in ("-wal", "-shm", "-pending"):
             try:
                 os.unlink(self.path + suffix)
             except FileNotFoundError:

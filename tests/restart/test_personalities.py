@@ -135,7 +135,7 @@ def test_a_corrupt_personality_record_is_refused_logged_and_skipped(daemon, x86_
     line(program, "ready")
     d.mount.process.kill()
     d.mount.process.wait()
-    with sqlite3.connect(_store(d.mount)) as db:
+    with contextlib.closing(sqlite3.connect(_store(d.mount))) as db, db:
         (key,) = db.execute("SELECT key FROM setup WHERE kind = 'perfctr'").fetchone()
         db.execute("UPDATE setup SET body = replace(body, 'cstatus', 'cstatuz') WHERE kind = 'perfctr'")
     d.mount = d._start()

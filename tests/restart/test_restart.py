@@ -7,6 +7,7 @@ as ``systemctl restart``) and starts another on the same mount point.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -189,10 +190,16 @@ def test_a_reused_pid_gets_nothing(daemon):
 
 
 def _store(mount: Mount) -> Path:
+    """The mount's set-up store, with what its killed daemon's journal held
+    taken into the database first (as the next daemon's start does), so that
+    a test may change a record in it."""
+    from hwperfd.counters.store import SetupStore
     from hwperfd.procfs.statepages import DEFAULT_DIR
     from hwperfd.service import store_name
 
-    return Path(DEFAULT_DIR) / store_name(str(mount.path))
+    path = Path(DEFAULT_DIR) / store_name(str(mount.path))
+    SetupStore(str(path)).close()
+    return path
 
 
 def test_a_corrupt_record_is_refused_logged_and_skipped(daemon):
@@ -206,7 +213,7 @@ def test_a_corrupt_record_is_refused_logged_and_skipped(daemon):
         d.mount.process.wait()
         path = _store(d.mount)
         assert os.stat(path).st_mode & 0o777 == 0o600
-        with sqlite3.connect(path) as db:  # one record's body flipped: its checksum fails
+        with contextlib.closing(sqlite3.connect(path)) as db, db:  # one record's body flipped: its checksum fails
             db.execute("UPDATE setup SET body = replace(body, '\"D\"', '\"X\"') WHERE key = ?",
                        (str(children[0].pid),))  # fmt: skip
         d.mount = d._start()
