@@ -127,6 +127,10 @@ SIGNAL_TICK_NS = 10_000_000  # the IRIX clock tick
 # record's ``born_by`` by more than this is another process's.
 START_SLACK_NS = 20_000_000
 MIN_WAIT_NS = 100_000  # the least wait between two looks at one signalling process
+# A process whose library times its own overflows (overflow_left) is looked
+# at by the tick this long past the instant it was told: the tick is the
+# fallback, for a timer that could not ring.
+TIMED_GRACE_NS = 1_000_000
 
 
 class State(enum.Enum):
@@ -298,6 +302,9 @@ class CounterKernel:
         self.host_cpus = os.cpu_count() or 1  # a process's CPU time runs this much faster than the wall at most
         self._profiles: dict[int, WorkloadProfile] = {}
         self._system: _SystemRecord | None = None
+        # The clock is the host's (real): a process's library may time its
+        # own overflows (overflow_left); on the manual clock they follow the advance.
+        self.host_time = False
         self._system_generation = 0
         self.default_profile = WorkloadProfile()
 
@@ -922,6 +929,31 @@ class CounterKernel:
                 self._armed[pid] = now + wait
         if self._system is not None:
             self._catch_up_system(self._system)
+
+    def overflow_left(self, target: Task, now: int) -> tuple[int | None, int, bool]:
+        """HWPERFD_PIOCOVFLNS: ``target``'s counters (a process's, or a
+        thread's own) caught up - an overflow found on the way is raised -
+        and then (the CPU ns of their clock before the nearest overflow
+        interrupt could come, at the fullest rate; the signal; whether the
+        clock is a thread's own).  None when none can come (nothing
+        interrupts, suspended, the clock is manual).  Asked by the process
+        itself, whose library arms a timer on it (docs/overflow.md): from
+        then on the tick's look waits ``TIMED_GRACE_NS`` past that instant
+        (``now``, monotonic ns, plus the CPU ns left: a thread runs at most
+        one CPU ns per wall ns), as the fallback."""
+        record = self._current(target)
+        if record is None or record.state is not State.ENABLED:
+            return None, 0, False
+        thread = record.pid in self._thread_of
+        sig = record.profiling or record.block.request.signal
+        self._catch_up(record)
+        if not self.host_time or record.exited or record.suspended or record.pid not in self._armed:
+            return None, sig, thread
+        headroom = record.block.headroom_ns(self.cpus[record.cpu], self.profile(record.pid), bool(record.profiling))
+        if headroom is None:
+            return None, sig, thread
+        self._armed[record.pid] = max(self._armed[record.pid], now + headroom + TIMED_GRACE_NS)
+        return headroom, sig, thread
 
     def next_due(self, now: int) -> int | None:
         """When the soonest signalling process needs a look (None: none does);
