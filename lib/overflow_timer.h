@@ -320,7 +320,7 @@ static void ovf_disarm_on(struct ovf_timer *t)
    instant is counted from the CPU clock after the call returned: a few us
    late (the return), where from before the call it would be as early (the
    way in), and a look there would find nothing and look again. */
-static void ovf_arm_on(struct ovf_timer *t, int fd, int sig, unsigned long long left, int none)
+static void ovf_arm_from(struct ovf_timer *t, int fd, int sig, unsigned long long left, int none, long long from)
 {
     if (none || left > (1ULL << 62)) {
 	if (t->fd == fd || t->fd < 0)
@@ -334,18 +334,25 @@ static void ovf_arm_on(struct ovf_timer *t, int fd, int sig, unsigned long long 
     ovf_hold_on(t);
     t->slept = 0;
     t->sig = sig;
-    t->instant = now + (long long)left;
+    t->instant = (from > 0 ? from : now) + (long long)left;
     t->fd = fd;
     ovf_schedule(t, now, 0);
 }
 
+static void ovf_arm_on(struct ovf_timer *t, int fd, int sig, unsigned long long left, int none)
+{
+    ovf_arm_from(t, fd, sig, left, none, 0);
+}
+
 /* A look's answer (`gen`: t->gen before its call): taken unless a call made
    meanwhile - the overflow's handler, run as the look returned, resumed the
-   counters - armed or disarmed since. */
-static void ovf_answer_on(struct ovf_timer *t, int fd, int sig, unsigned gen, unsigned long long left, int none)
+   counters - armed or disarmed since.  `from`: the CPU clock the answer
+   counts from (0: now, after the call). */
+static void ovf_answer_on(struct ovf_timer *t, int fd, int sig, unsigned gen, unsigned long long left, int none,
+			  long long from)
 {
     if (gen == t->gen)
-	ovf_arm_on(t, fd, sig, left, none);
+	ovf_arm_from(t, fd, sig, left, none, from);
 }
 
 /* The thread's own counters (libperfctr, libcpc). */
@@ -366,7 +373,7 @@ static __attribute__((unused)) void ovf_arm(int fd, int sig, unsigned long long 
 
 static __attribute__((unused)) void ovf_answer(int fd, int sig, unsigned gen, unsigned long long left, int none)
 {
-    ovf_answer_on(&ovf_self, fd, sig, gen, left, none);
+    ovf_answer_on(&ovf_self, fd, sig, gen, left, none, 0);
 }
 
 #endif

@@ -235,6 +235,7 @@ static ioctl_fn ovf_ioctl;	/* the C library's: set before any timer is armed */
 static void ovf_look(int fd)
 {
     unsigned thread_gen = ovf_self.gen, process_gen = ovf_proc.gen;
+    long long before = ovf_clock(CLOCK_PROCESS_CPUTIME_ID), after, from = 0;
     hwperfd_ovflns_t answer;
 
     memset(&answer, 0, sizeof answer);
@@ -247,11 +248,18 @@ static void ovf_look(int fd)
             ovf_disarm_on(&ovf_proc);
         return;
     }
-    if (answer.ho_clock == HWPERFD_STATE_CLOCK_THREAD)
-        ovf_answer_on(&ovf_self, fd, answer.ho_sig, thread_gen, answer.ho_left, answer.ho_left == HWPERFD_OVFL_NONE);
-    else
-        ovf_answer_on(&ovf_proc, fd, answer.ho_sig, process_gen, answer.ho_left,
-                      answer.ho_left == HWPERFD_OVFL_NONE);
+    if (answer.ho_clock == HWPERFD_STATE_CLOCK_THREAD) {
+        ovf_answer_on(&ovf_self, fd, answer.ho_sig, thread_gen, answer.ho_left, answer.ho_left == HWPERFD_OVFL_NONE, 0);
+        return;
+    }
+    /* The process's other threads ran on while the call was on its way:
+       the instant counts from the CPU time the daemon caught up to, when
+       that lies within the call (it is the same clock, read there). */
+    after = ovf_clock(CLOCK_PROCESS_CPUTIME_ID);
+    if ((long long)answer.ho_at >= before && (long long)answer.ho_at <= after)
+        from = (long long)answer.ho_at;
+    ovf_answer_on(&ovf_proc, fd, answer.ho_sig, process_gen, answer.ho_left, answer.ho_left == HWPERFD_OVFL_NONE,
+                  from);
 }
 
 /* A call on `fd` that may change what overflows is on its way: the timers

@@ -71,8 +71,10 @@ HWPERFD_PROFENABLE = _IOW("h", 130, hwperfd_profenable_t.sizeof())
 # overflow interrupt could come, caught up first, so that a call at that
 # instant finds the overflow (docs/overflow.md).  hwperfd's own: IRIX's
 # structs are not changed.  ho_left all ones: none can come (nothing
-# interrupts, the clock is manual); ho_clock the CPU clock the counters
-# count (HWPERFD_STATE_CLOCK_PROCESS or _THREAD); ho_sig their signal.
-hwperfd_ovflns_t = Struct("ho_left" / Int64ul, "ho_clock" / Int32sl, "ho_sig" / Int32sl)
+# interrupts, the clock is manual); ho_at the process's CPU clock
+# (CLOCK_PROCESS_CPUTIME_ID, ns) they were caught up to, 0 for a thread's own
+# (its account lags its clock); ho_clock the CPU clock the counters count
+# (HWPERFD_STATE_CLOCK_PROCESS or _THREAD); ho_sig their signal.
+hwperfd_ovflns_t = Struct("ho_left" / Int64ul, "ho_at" / Int64ul, "ho_clock" / Int32sl, "ho_sig" / Int32sl)
 HWPERFD_PIOCOVFLNS = _IOR("h", 131, hwperfd_ovflns_t.sizeof())
 HWPERFD_OVFL_NONE = (1 << 64) - 1

@@ -930,12 +930,12 @@ class CounterKernel:
         if self._system is not None:
             self._catch_up_system(self._system)
 
-    def overflow_left(self, target: Task, now: int) -> tuple[int | None, int, bool]:
+    def overflow_left(self, target: Task, now: int) -> tuple[int | None, int, bool, int]:
         """HWPERFD_PIOCOVFLNS: ``target``'s counters (a process's, or a
         thread's own) caught up - an overflow found on the way is raised -
         and then (the CPU ns of their clock before the nearest overflow
         interrupt could come, at the fullest rate; the signal; whether the
-        clock is a thread's own).  None when none can come (nothing
+        clock is a thread's own; the CPU time they were caught up to).  None when none can come (nothing
         interrupts, suspended, the clock is manual).  Asked by the process
         itself, whose library arms a timer on it (docs/overflow.md): from
         then on the tick's look waits ``TIMED_GRACE_NS`` past that instant
@@ -943,17 +943,18 @@ class CounterKernel:
         one CPU ns per wall ns), as the fallback."""
         record = self._current(target)
         if record is None or record.state is not State.ENABLED:
-            return None, 0, False
+            return None, 0, False, 0
         thread = record.pid in self._thread_of
         sig = record.profiling or record.block.request.signal
         self._catch_up(record)
+        at = sum(record.seen)
         if not self.host_time or record.exited or record.suspended or record.pid not in self._armed:
-            return None, sig, thread
+            return None, sig, thread, at
         headroom = record.block.headroom_ns(self.cpus[record.cpu], self.profile(record.pid), bool(record.profiling))
         if headroom is None:
-            return None, sig, thread
+            return None, sig, thread, at
         self._armed[record.pid] = max(self._armed[record.pid], now + headroom + TIMED_GRACE_NS)
-        return headroom, sig, thread
+        return headroom, sig, thread, at
 
     def next_due(self, now: int) -> int | None:
         """When the soonest signalling process needs a look (None: none does);

@@ -91,13 +91,14 @@ class ProcessFiles:
             raise OSError(errno.ESRCH, f"pid {pid} is gone")
         if call.pid != pid and self._tgid_of(call.pid) != pid:
             raise OSError(errno.EPERM, f"pid {call.pid} asked for the overflows of pid {pid}")
-        left, sig, thread = _overflow_left(self._kernel, Target(pid, call.start), time.monotonic_ns())
+        left, sig, thread, at = _overflow_left(self._kernel, Target(pid, call.start), time.monotonic_ns())
         if thread:
             self._deliver(self._tgid_of(pid), pid)
         else:
             self._deliver(pid, 0)
         return 0, structs.hwperfd_ovflns_t.build(dict(
             ho_left=structs.HWPERFD_OVFL_NONE if left is None else left,
+            ho_at=0 if thread else at,
             ho_clock=structs.HWPERFD_STATE_CLOCK_THREAD if thread else structs.HWPERFD_STATE_CLOCK_PROCESS,
             ho_sig=sig,
         ))  # fmt: skip
@@ -123,7 +124,7 @@ class ProcessFiles:
 
 
 @in_errnos
-def _overflow_left(kernel: CounterKernel, target: Target, now: int) -> tuple[int | None, int, bool]:
+def _overflow_left(kernel: CounterKernel, target: Target, now: int) -> tuple[int | None, int, bool, int]:
     return kernel.overflow_left(target, now)
 
 

@@ -55,12 +55,16 @@
  * that the same call at that instant finds the overflow and its signal comes
  * as it returns.  The hwperfd-run shim arms a timer on it (docs/overflow.md).
  * ho_left HWPERFD_OVFL_NONE: none can come (nothing interrupts, the clock is
- * manual); ho_clock the CPU clock the counters count
+ * manual); ho_at the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID, ns) they
+ * were caught up to, for the instant ho_at + ho_left: its other threads run
+ * on while the call is on its way (0 for a thread's own counters, whose
+ * thread is blocked in the call); ho_clock the CPU clock the counters count
  * (HWPERFD_STATE_CLOCK_PROCESS: the process's, _THREAD: the thread's own);
  * ho_sig their signal.
  */
 typedef struct hwperfd_ovflns {
 	unsigned long long	ho_left;
+	unsigned long long	ho_at;
 	int			ho_clock;
 	int			ho_sig;
 } hwperfd_ovflns_t;
