@@ -456,7 +456,11 @@ int ioctl(int fd, unsigned long request, ...)
         int saved = errno;
         map_page(real, fd);
         ovf_ioctl = real;
-        ovf_look(fd);
+        /* Only where the timer can ring: asking tells the daemon the process
+           times itself, and its tick then looks later. */
+        pthread_once(&ovf_once, ovf_install);
+        if (ovf_on)
+            ovf_look(fd);
         errno = saved;
     } else if (request == (unsigned long)PIOCRELEVCTRS) {
         ovf_disarm_fd(fd);

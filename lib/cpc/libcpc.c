@@ -257,7 +257,7 @@ static int open_node(void)
    its tick then looks only as the fallback. */
 static void ovf_timed(struct hwperfd_cpc_io *io)
 {
-	if (ovf_ready())
+	if (ovf_ready(&ovf_self))
 		io->ci_preset = HWPERFD_CPC_TIMED;
 }
 
