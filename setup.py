@@ -45,6 +45,6 @@ setup(ext_modules=[
     # PIOCENEVCTRSEX / PIOCGETEVCTRLEX) reach the mount unchanged.
     Extension(
         "hwperfd.procredirect", sources=["lib/procredirect.c", "lib/state.c"], include_dirs=["include"], libraries=["dl"],
-        depends=["lib/checked_copy.h"],
+        depends=["lib/checked_copy.h", "lib/overflow_timer.h", "lib/reconnect.h"],
     ),
 ])

@@ -33,17 +33,24 @@ main thread's "stray").
 
 Then IRIX (an R10000 mount at IRIX_MHZ): overflow thresholds with the
 interrupt enable bit and SIGUSR1 (tests/overflow/irix_sampler.c, under the
-hwperfd-run shim), on the process's counters and on four threads' own, alone
-and beside a CPU-bound process on every CPU.  IRIX counters count on
-through an overflow: "past" is the count in the handler past the signal's
-overflow, "late" the process's (or thread's) CPU time from the overflow to
-the handler, in counts; "got" the signals against what the CPU time holds.
+hwperfd-run shim), on the process's counters (one thread, and "x2": two
+threads burning its CPU time) and on four threads' own, with the shim's
+overflow timer ("timer"), without it (HWPERFD_OVERFLOW_TIMER=0: the daemon's
+tick alone, as before the shim timed them), and with the timer beside a
+CPU-bound process on every CPU.  IRIX counters count on through an
+overflow: "past" is the count in the handler past the signal's overflow,
+"late" the process's (or thread's) CPU time from the overflow to the
+handler, in counts; "got" the signals against what the CPU time holds, and
+"of counted" the overflows the counted cycles crossed (cycles / period: as
+nobody, user mode alone).  --irix-only prints these alone.
 
 Last, the idle cost: --idle processes (2 000; --quick 50) that block on a
 pipe, each with a vperfctr i-mode counter of a 100 ms period through
 libperfctr, and the daemon's CPU time over 10 s (% of one core), with the
 timer and without it; the goal is under 1%.  (For IRIX, printed after its
-figures: as many processes with a threshold of 100 ms of CPU time.)
+figures: as many processes with a threshold of 100 ms of CPU time, opening
+the mount themselves ("tick") and under the hwperfd-run shim ("shim"), which
+times the threshold in the process.)
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the tree's hwperfd-run shim (irix_env), not an installed one
 MHZ = 2400
 IRIX_MHZ = 200  # an R10000's thresholds are 31 bits: 10 s of CPU time is 2e9 cycles
 
@@ -114,10 +122,11 @@ def run(client: Path, mnt: Path, personality: str, period: int, cpu_ms: int, tim
     )
 
 
-def irix_env(mnt: Path) -> dict[str, str]:
+def irix_env(mnt: Path, timer: bool = True) -> dict[str, str]:
     from hwperfd.run import preload_library
 
-    return {**os.environ, "HWPERFD_MOUNT": str(mnt), "LD_PRELOAD": str(preload_library())}
+    return {**os.environ, "HWPERFD_MOUNT": str(mnt), "LD_PRELOAD": str(preload_library()),
+            "HWPERFD_OVERFLOW_TIMER": "1" if timer else "0"}  # fmt: skip
 
 
 def lateness(label: str, signals: int, of_cpu: float, counted: int, past: list[int], late: list[int]) -> str:
@@ -128,11 +137,13 @@ def lateness(label: str, signals: int, of_cpu: float, counted: int, past: list[i
     )
 
 
-def run_irix(sampler: Path, mnt: Path, period: int, cpu_ms: int, busy: bool) -> str:
+def run_irix(sampler: Path, mnt: Path, period: int, cpu_ms: int, busy: bool, timer: bool = True,
+             threads: int = 1) -> str:  # fmt: skip
     with cpu_bound_on_every_cpu(busy):
-        done = subprocess.run([str(sampler), "process", str(period), str(cpu_ms), str(IRIX_MHZ)], capture_output=True,
-                              text=True, env=irix_env(mnt), timeout=600)  # fmt: skip
-    label = f"process{'+busy' if busy else ''} {period / IRIX_MHZ / 1000:6.1f} ms"
+        done = subprocess.run([str(sampler), "process", str(period), str(cpu_ms), str(IRIX_MHZ), str(threads)],
+                              capture_output=True, text=True, env=irix_env(mnt, timer), timeout=600)  # fmt: skip
+    what = f"process{f'x{threads}' if threads > 1 else ''}"
+    label = f"{what} {'timer' if timer else 'tick'}{'+busy' if busy else ''} {period / IRIX_MHZ / 1000:6.1f} ms"
     if done.returncode:
         return f"{label} failed: {done.stderr.strip()}"
     head, *rows = done.stdout.splitlines()
@@ -143,12 +154,14 @@ def run_irix(sampler: Path, mnt: Path, period: int, cpu_ms: int, busy: bool) -> 
     return lateness(label, int(fields["signals"]), of_cpu, int(fields["counted"]) // period, past, late)
 
 
-def run_irix_threads(sampler: Path, mnt: Path, periods: list[int], cpu_ms: int, busy: bool) -> list[str]:
+def run_irix_threads(sampler: Path, mnt: Path, periods: list[int], cpu_ms: int, busy: bool,
+                     timer: bool = True) -> list[str]:  # fmt: skip
     with cpu_bound_on_every_cpu(busy):
         done = subprocess.run([str(sampler), "threads", str(cpu_ms), str(IRIX_MHZ), *map(str, periods)],
-                              capture_output=True, text=True, env=irix_env(mnt), timeout=600)  # fmt: skip
+                              capture_output=True, text=True, env=irix_env(mnt, timer), timeout=600)  # fmt: skip
+    how = f"{'timer' if timer else 'tick'}{'+busy' if busy else ''}"
     if done.returncode:
-        return [f"threads{'+busy' if busy else ''} failed: {done.stderr.strip()}"]
+        return [f"threads {how} failed: {done.stderr.strip()}"]
     lines = done.stdout.splitlines()
     late: dict[int, list[int]] = {}
     for line in lines:
@@ -159,7 +172,7 @@ def run_irix_threads(sampler: Path, mnt: Path, periods: list[int], cpu_ms: int, 
     out = []
     for row in rows:
         period = int(row["period"])
-        label = f"thread{row['thread']}{'+busy' if busy else ''} {period / IRIX_MHZ / 1000:6.1f} ms"
+        label = f"thread{row['thread']} {how} {period / IRIX_MHZ / 1000:6.1f} ms"
         of_cpu = int(row["cpu_ns"]) * IRIX_MHZ / 1000 / period
         ticks = late.get(int(row["thread"]), [])
         out.append(lateness(label, int(row["signals"]), of_cpu, int(row["sum"]) // period, [], ticks)
@@ -273,6 +286,8 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
     binary = build(tmp, source)
     period = 100 * (IRIX_MHZ if irix_child else MHZ) * 1000
     env = {**os.environ, "HWPERFD_MOUNT": str(mnt), "HWPERFD_OVERFLOW_TIMER": "1" if timer else "0"}
+    if irix_child and timer:  # under the hwperfd-run shim, which times the threshold in the process
+        env = irix_env(mnt)
 
     def share() -> float:
         before, wall = cpu_s(daemon.pid), time.monotonic()
@@ -297,7 +312,7 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
         for child in children:
             child.kill()
             child.wait()
-    label = "thresholds" if irix_child else "timer" if timer else "tick"
+    label = ("shim" if timer else "tick") if irix_child else "timer" if timer else "tick"
     what = "IRIX" if irix_child else "i-mode"
     return (f"{len(children)} idle {what} processes, {label:5}: daemon {loaded:.2%} of a core over {seconds:.0f} s,"
             f" {baseline:.2%} with none: {loaded - baseline:+.2%} (goal < 1%); set-ups refused {refused}")
@@ -308,20 +323,27 @@ def irix(tmp: Path, args: argparse.Namespace) -> None:
     daemon, mnt = mount(tmp, "r10000", IRIX_MHZ)
     try:
         print(f"IRIX thresholds, r10000 {IRIX_MHZ} MHz; load average {os.getloadavg()[0]:.1f}")
-        print(f"{'':21} {'signals':>7} {'of cpu':>9} {'got':>6} {'of counted':>10} "
+        print(f"{'':29} {'signals':>7} {'of cpu':>9} {'got':>6} {'of counted':>10} "
               f"{'past':>6} {'p99':>6} {'late':>9} {'p99':>9}")  # fmt: skip
         for busy in (False, True):
             for ms in (float(p) for p in args.irix_periods.split(",")):
                 period = int(ms * IRIX_MHZ * 1000)
                 cpu_ms = args.cpu_ms or max(300, int(20.5 * ms))
-                print(run_irix(sampler, mnt, period, cpu_ms, busy), flush=True)
+                for timer in (True, False) if not busy else (True,):
+                    print(run_irix(sampler, mnt, period, cpu_ms, busy, timer), flush=True)
+        for ms in (float(p) for p in args.irix_periods.split(",")[:2]):
+            period = int(ms * IRIX_MHZ * 1000)
+            cpu_ms = args.cpu_ms or max(300, int(20.5 * ms))
+            for timer in (True, False):  # the process's counters count both threads, on the process's clock
+                print(run_irix(sampler, mnt, period, cpu_ms, False, timer, threads=2), flush=True)
         periods = [int(float(p) * IRIX_MHZ * 1000) for p in args.threads.split(",")]
         cpu_ms = args.cpu_ms or max(300, int(20 * max(periods) / IRIX_MHZ / 1000))
         periods.append(2**31 - 1)  # longer than the run: never overflows
-        for busy in (False, True):
-            print("\n".join(run_irix_threads(sampler, mnt, periods, cpu_ms, busy)), flush=True)
+        for busy, timer in ((False, True), (False, False), (True, True)):
+            print("\n".join(run_irix_threads(sampler, mnt, periods, cpu_ms, busy, timer)), flush=True)
         if args.idle:
-            print(idle(tmp, mnt, daemon, args.idle, False, args.idle_seconds, irix_child=True), flush=True)
+            for timer in (False, True):
+                print(idle(tmp, mnt, daemon, args.idle, timer, args.idle_seconds, irix_child=True), flush=True)
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
@@ -336,12 +358,16 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2,5", help="three threads' periods in ms (a fourth never overflows)")
     parser.add_argument("--idle", type=int, default=2000, help="idle counting processes for the idle cost (0: none)")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--irix-only", action="store_true", help="only the IRIX figures (and their idle cost)")
     quick = os.environ.get("HWPERFD_BENCH_QUICK") == "1"
     if quick:  # bench/run.py --quick: a smoke test
         parser.set_defaults(cpu_ms=40, periods="1", irix_periods="1", idle=20, idle_seconds=1.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hwperfd-overflow-") as name:
         tmp = Path(name)
+        if args.irix_only:
+            irix(tmp, args)
+            return
         client = build(tmp, ROOT / "bench" / "overflow_client.c")
         threads = build(tmp, ROOT / "tests" / "overflow" / "four_threads.c")
         daemon, mnt = mount(tmp)

@@ -151,6 +151,7 @@ class Daemon:
         self.kernel = CounterKernel(
             self.cpus, self.clock, signal=self._owe, gone=self._gone, cancel=self.signals.cancel
         )
+        self.kernel.host_time = isinstance(self.clock, RealClock)
         self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
         # Per-thread contexts (libcpc per-LWP binds, perfctr's vperfctr): their
         # threads run the profile their process runs.

@@ -1,7 +1,8 @@
 /*
  * The in-thread timer that lands an overflow interrupt on its instant
- * (docs/overflow.md), included by libperfctr and libcpc: each has its own
- * copy, its own signal and its own per-thread state.
+ * (docs/overflow.md), included by libperfctr, libcpc and the hwperfd-run
+ * shim (IRIX): each has its own copy, its own signal and its own per-thread
+ * state.
  *
  * The daemon reads a thread's CPU time from the kernel's account, which for
  * a thread running on another CPU is up to a scheduler tick behind; the
@@ -42,6 +43,13 @@
  * Before including: OVF_SIGNAL (the timer's signal) and
  * static void ovf_look(int fd) (the call at the instant, which ends by
  * calling ovf_arm with what is left, or ovf_disarm).
+ *
+ * With OVF_PROCESS defined, a second timer pair times counters that count
+ * the whole process (IRIX's process counters, under hwperfd-run): ovf_proc,
+ * on the process's CPU clock, its signal going to whichever thread can take
+ * it (SIGEV_SIGNAL), armed with ovf_arm_on(&ovf_proc, ...).  A process runs
+ * up to one CPU ns per wall ns on each host CPU, so its monotonic timer
+ * waits what is left divided by the CPUs, and rings again for the rest.
  */
 #ifndef HWPERFD_OVERFLOW_TIMER_H
 #define HWPERFD_OVERFLOW_TIMER_H
@@ -60,8 +68,11 @@
 #define OVF_EARLY_NS 10000000LL	/* the CPU-clock timer rings this long before the instant */
 #define OVF_LEAD_NS 60000LL	/* the monotonic timer rings this long before it (its signal's usual lag) */
 #define OVF_MIN_NS 50000LL	/* and no sooner than this after it is armed: the program runs between looks */
-#define OVF_WALL 1		/* sival_int of each timer's signal */
+#define OVF_SLEEPS 3		/* waits it slept through in a row: the CPU clock's timer */
+#define OVF_WALL 1		/* sival_int of each timer's signal: the thread's */
 #define OVF_CPU 2
+#define OVF_PROC_WALL 3		/* the process's (OVF_PROCESS) */
+#define OVF_PROC_CPU 4
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -72,14 +83,23 @@ struct ovf_timer {
     timer_t wall, cpu;
     volatile sig_atomic_t fd;		/* what ovf_look calls on; -1: disarmed */
     int sig;				/* the overflow's signal, held back while the look runs */
-    volatile long long instant;		/* the thread's CPU clock at the nearest overflow */
+    volatile long long instant;		/* the CPU clock at the nearest overflow */
     volatile unsigned gen;		/* bumped by every arm, hold and disarm */
     long long armed_cpu, armed_wall;	/* when the monotonic timer was armed */
-    long armed_nvcsw;			/* and the thread's voluntary switches by then */
+    long long armed_nvcsw;		/* and the context switches by then (ovf_nvcsw) */
     int cpu_armed;
+    int slept;				/* waits in a row it slept through */
+    clockid_t clock;			/* the CPU clock: the thread's, or the process's */
+    int who;				/* getrusage's RUSAGE_THREAD or RUSAGE_SELF */
+    long long cpus;			/* CPU ns per wall ns at most: 1, or the host's CPUs */
 };
 
-static __thread struct ovf_timer ovf_self = { 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0 };
+static __thread struct ovf_timer ovf_self = { 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, CLOCK_THREAD_CPUTIME_ID,
+					      RUSAGE_THREAD, 1 };
+#ifdef OVF_PROCESS
+static struct ovf_timer ovf_proc = { 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, CLOCK_PROCESS_CPUTIME_ID, RUSAGE_SELF,
+					 1 };
+#endif
 static pthread_once_t ovf_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ovf_key;
 static int ovf_on;			/* 1 once the handler is ours */
@@ -94,88 +114,110 @@ static long long ovf_clock(clockid_t clock)
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* The thread's voluntary context switches: it slept (blocked) when they grew. */
-static long ovf_nvcsw(void)
+/* Context switches (the thread's, or the process's): voluntary in the low
+   half, involuntary above.  It slept (blocked) when the voluntary ones
+   grew; it waited for a CPU when the others did. */
+static long long ovf_nvcsw(const struct ovf_timer *t)
 {
     struct rusage ru;
 
-    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
+    return getrusage(t->who, &ru) == 0 ? (long long)ru.ru_nvcsw | (long long)ru.ru_nivcsw << 32 : 0;
 }
 
-static void ovf_set(clockid_t clock, timer_t timer, long long ns, int flags)
+static void ovf_set(timer_t timer, long long ns, int flags)
 {
     struct itimerspec it;
 
     memset(&it, 0, sizeof it);
     it.it_value.tv_sec = ns / 1000000000LL;
     it.it_value.tv_nsec = ns % 1000000000LL;
-    (void)clock;
     timer_settime(timer, flags, &it, NULL);
 }
 
-/* Arm for the instant, from CPU time `now`; `idle`: the thread ran little of
-   the last wait, so the CPU clock's timer, which costs nothing while it
-   does not run. */
-static void ovf_schedule(long long now, int idle)
+/* Arm for the instant, from CPU time `now`; `idle`: it ran little of the
+   last wait, so the CPU clock's timer, which costs nothing while it does
+   not run. */
+static void ovf_schedule(struct ovf_timer *t, long long now, int idle)
 {
-    long long left = ovf_self.instant - now;
+    long long left = t->instant - now;
 
     if (left > OVF_NEAR_NS || idle) {
-	long long at = left > OVF_EARLY_NS ? ovf_self.instant - OVF_EARLY_NS : ovf_self.instant;
-	ovf_set(CLOCK_THREAD_CPUTIME_ID, ovf_self.cpu, at, TIMER_ABSTIME);
-	ovf_self.cpu_armed = 1;
+	long long at = left > OVF_EARLY_NS ? t->instant - OVF_EARLY_NS : t->instant;
+	ovf_set(t->cpu, at, TIMER_ABSTIME);
+	t->cpu_armed = 1;
 	return;
     }
-    ovf_self.armed_cpu = now;
-    ovf_self.armed_wall = ovf_clock(CLOCK_MONOTONIC);
-    ovf_self.armed_nvcsw = ovf_nvcsw();
-    left -= OVF_LEAD_NS;
-    ovf_set(CLOCK_MONOTONIC, ovf_self.wall, left > OVF_MIN_NS ? left : OVF_MIN_NS, 0);
+    t->armed_cpu = now;
+    t->armed_wall = ovf_clock(CLOCK_MONOTONIC);
+    t->armed_nvcsw = ovf_nvcsw(t);
+    left = (left - OVF_LEAD_NS) / t->cpus;
+    ovf_set(t->wall, left > OVF_MIN_NS ? left : OVF_MIN_NS, 0);
 }
 
 static void ovf_ring(int sig, siginfo_t *si, void *uc)
 {
-    int saved = errno, fd = ovf_self.fd, which;
+    int saved = errno, fd, which;
+    struct ovf_timer *t = &ovf_self;
     long long now;
 
     (void)sig; (void)uc;
-    if (si == NULL || si->si_code != SI_TIMER || fd < 0 || ovf_self.pid != getpid())
+    if (si == NULL || si->si_code != SI_TIMER)
 	goto out;
     which = si->si_value.sival_int;
-    now = ovf_clock(CLOCK_THREAD_CPUTIME_ID);
+#ifdef OVF_PROCESS
+    if (which == OVF_PROC_WALL || which == OVF_PROC_CPU) {
+	t = &ovf_proc;
+	which -= OVF_PROC_WALL - OVF_WALL;
+    }
+#endif
+    fd = t->fd;
+    if (fd < 0 || t->pid != getpid())
+	goto out;
+    now = ovf_clock(t->clock);
     if (which == OVF_CPU)
-	ovf_self.cpu_armed = 0;
-    if (which == OVF_WALL && now < ovf_self.instant) {
-	long long ran = now - ovf_self.armed_cpu, waited = ovf_clock(CLOCK_MONOTONIC) - ovf_self.armed_wall;
+	t->cpu_armed = 0;
+    if (which == OVF_WALL && now < t->instant) {
+	long long ran = now - t->armed_cpu, waited = ovf_clock(CLOCK_MONOTONIC) - t->armed_wall;
 	/* It slept most of the wait, not merely waited for a CPU (a busy
 	   machine gives it a small share, and the CPU clock's timer would be
-	   a tick late every time then). */
-	int idle = ran * 32 < waited && ovf_nvcsw() != ovf_self.armed_nvcsw;
+	   a tick late every time then): it blocked, and was never preempted;
+	   and so OVF_SLEEPS waits in a row (one call that waited long for a
+	   busy daemon - the program's overflow handler reading the counters
+	   - is not a sleep). */
+	long long switches = ran * 32 < waited ? ovf_nvcsw(t) : t->armed_nvcsw;
+	int slept = (switches & 0xffffffffLL) != (t->armed_nvcsw & 0xffffffffLL) && switches >> 32 == t->armed_nvcsw >> 32;
+	int idle;
 
-	if (idle || ovf_self.instant - now > 2 * OVF_LEAD_NS) {
-	    ovf_schedule(now, idle);
+	t->slept = slept ? t->slept + 1 : 0;
+	idle = t->slept >= OVF_SLEEPS;
+
+	if (idle || t->instant - now > 2 * OVF_LEAD_NS) {
+	    ovf_schedule(t, now, idle);
 	    goto out;
 	}
-	/* Rung the lead early, as meant, while the thread runs: its own CPU
-	   time up to the instant is what the program would have run. */
-	while (now < ovf_self.instant)
-	    now = ovf_clock(CLOCK_THREAD_CPUTIME_ID);
+	/* Rung the lead early, as meant, while it runs: its own CPU time up
+	   to the instant is what the program would have run. */
+	while (now < t->instant && t->fd == fd)
+	    now = ovf_clock(t->clock);
     }
-    if (now >= ovf_self.instant) {
+    if (now >= t->instant) {
 	sigset_t hold;
 
+	/* One look an instant: the process's two timers may ring in two
+	   threads at once. */
+	if (!__atomic_compare_exchange_n(&t->fd, &fd, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	    goto out;
 	/* The overflow's signal waits until this handler returns, so that
 	   the program's handler sees the program's own context (a sampler
 	   takes the interrupted PC from it), not this one's. */
-	if (ovf_self.sig > 0) {
+	if (t->sig > 0) {
 	    sigemptyset(&hold);
-	    sigaddset(&hold, ovf_self.sig);
+	    sigaddset(&hold, t->sig);
 	    pthread_sigmask(SIG_BLOCK, &hold, NULL);
 	}
-	ovf_self.fd = -1;
 	ovf_look(fd);
-    } else if (!ovf_self.cpu_armed) {
-	ovf_schedule(now, 0);
+    } else if (!t->cpu_armed) {
+	ovf_schedule(t, now, 0);
     }
  out:
     errno = saved;
@@ -212,86 +254,126 @@ static void ovf_install(void)
 	ovf_on = 1;
 }
 
-/* This thread's two timers, made on first use (again in a forked child). */
-static int ovf_ready(void)
+/* A timer pair, made on first use (again in a forked child): the thread's
+   signal that thread; the process's, any of its threads. */
+static int ovf_ready(struct ovf_timer *t)
 {
     struct sigevent ev;
     pid_t pid;
+    int base = OVF_WALL;
 
     pthread_once(&ovf_once, ovf_install);
     if (!ovf_on)
 	return 0;
     pid = getpid();
-    if (ovf_self.pid == pid)
+    if (t->pid == pid)
 	return 1;
     memset(&ev, 0, sizeof ev);
-    ev.sigev_notify = SIGEV_THREAD_ID;
     ev.sigev_signo = OVF_SIGNAL;
-    ev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
-    ev.sigev_value.sival_int = OVF_WALL;
-    if (timer_create(CLOCK_MONOTONIC, &ev, &ovf_self.wall) < 0)
+    if (t->clock == CLOCK_THREAD_CPUTIME_ID) {
+	ev.sigev_notify = SIGEV_THREAD_ID;
+	ev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+    } else {
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	ev.sigev_notify = SIGEV_SIGNAL;
+	base = OVF_WALL + 2;
+	t->cpus = n > 1 ? n : 1;
+    }
+    ev.sigev_value.sival_int = base;
+    if (timer_create(CLOCK_MONOTONIC, &ev, &t->wall) < 0)
 	return 0;
-    ev.sigev_value.sival_int = OVF_CPU;
-    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &ovf_self.cpu) < 0) {
-	timer_delete(ovf_self.wall);
+    ev.sigev_value.sival_int = base + 1;
+    if (timer_create(t->clock, &ev, &t->cpu) < 0) {
+	timer_delete(t->wall);
 	return 0;
     }
-    ovf_self.pid = pid;
-    ovf_self.cpu_armed = 0;
-    pthread_setspecific(ovf_key, &ovf_self);	/* any non-NULL value: the destructor runs */
+    t->pid = pid;
+    t->cpu_armed = 0;
+    if (t == &ovf_self)
+	pthread_setspecific(ovf_key, t);	/* any non-NULL value: the destructor runs */
     return 1;
 }
 
 /* A call that changes what overflows is on its way: a ring meanwhile looks
    at nothing, and a look's answer from before it is not taken. */
-static void ovf_hold(void)
+static void ovf_hold_on(struct ovf_timer *t)
 {
-    ovf_self.fd = -1;
-    ovf_self.gen++;
+    t->fd = -1;
+    t->gen++;
 }
 
-/* Nothing to time on this thread: both timers off. */
-static void ovf_disarm(void)
+/* Nothing to time: both timers off. */
+static void ovf_disarm_on(struct ovf_timer *t)
 {
-    ovf_hold();
-    if (ovf_self.pid == getpid()) {
-	ovf_set(CLOCK_MONOTONIC, ovf_self.wall, 0, 0);
-	if (ovf_self.cpu_armed)
-	    ovf_set(CLOCK_THREAD_CPUTIME_ID, ovf_self.cpu, 0, 0);
-	ovf_self.cpu_armed = 0;
+    ovf_hold_on(t);
+    if (t->pid == getpid()) {
+	ovf_set(t->wall, 0, 0);
+	if (t->cpu_armed)
+	    ovf_set(t->cpu, 0, 0);
+	t->cpu_armed = 0;
     }
 }
 
 /* The daemon said `left` CPU ns remain before the nearest overflow of what
    `fd` counts, signalled with `sig`; `none`: nothing can overflow.  The
-   instant is counted from this thread's CPU clock after the call returned:
-   a few us late (the return), where from before the call it would be as
-   early (the way in), and a look there would find nothing and look again. */
-static void ovf_arm(int fd, int sig, unsigned long long left, int none)
+   instant is counted from the CPU clock after the call returned: a few us
+   late (the return), where from before the call it would be as early (the
+   way in), and a look there would find nothing and look again. */
+static void ovf_arm_from(struct ovf_timer *t, int fd, int sig, unsigned long long left, int none, long long from)
 {
     if (none || left > (1ULL << 62)) {
-	if (ovf_self.fd == fd || ovf_self.fd < 0)
-	    ovf_disarm();
+	if (t->fd == fd || t->fd < 0)
+	    ovf_disarm_on(t);
 	return;
     }
-    if (!ovf_ready())
+    if (!ovf_ready(t))
 	return;
-    long long now = ovf_clock(CLOCK_THREAD_CPUTIME_ID);
+    long long now = ovf_clock(t->clock);
 
-    ovf_hold();
-    ovf_self.sig = sig;
-    ovf_self.instant = now + (long long)left;
-    ovf_self.fd = fd;
-    ovf_schedule(now, 0);
+    ovf_hold_on(t);
+    t->slept = 0;
+    t->sig = sig;
+    t->instant = (from > 0 ? from : now) + (long long)left;
+    t->fd = fd;
+    ovf_schedule(t, now, 0);
 }
 
-/* A look's answer (`gen`: ovf_self.gen before its call): taken unless a
-   call made meanwhile - the overflow's handler, run as the look returned,
-   resumed the counters - armed or disarmed since. */
-static void ovf_answer(int fd, int sig, unsigned gen, unsigned long long left, int none)
+static void ovf_arm_on(struct ovf_timer *t, int fd, int sig, unsigned long long left, int none)
 {
-    if (gen == ovf_self.gen)
-	ovf_arm(fd, sig, left, none);
+    ovf_arm_from(t, fd, sig, left, none, 0);
+}
+
+/* A look's answer (`gen`: t->gen before its call): taken unless a call made
+   meanwhile - the overflow's handler, run as the look returned, resumed the
+   counters - armed or disarmed since.  `from`: the CPU clock the answer
+   counts from (0: now, after the call). */
+static void ovf_answer_on(struct ovf_timer *t, int fd, int sig, unsigned gen, unsigned long long left, int none,
+			  long long from)
+{
+    if (gen == t->gen)
+	ovf_arm_from(t, fd, sig, left, none, from);
+}
+
+/* The thread's own counters (libperfctr, libcpc). */
+static __attribute__((unused)) void ovf_hold(void)
+{
+    ovf_hold_on(&ovf_self);
+}
+
+static __attribute__((unused)) void ovf_disarm(void)
+{
+    ovf_disarm_on(&ovf_self);
+}
+
+static __attribute__((unused)) void ovf_arm(int fd, int sig, unsigned long long left, int none)
+{
+    ovf_arm_on(&ovf_self, fd, sig, left, none);
+}
+
+static __attribute__((unused)) void ovf_answer(int fd, int sig, unsigned gen, unsigned long long left, int none)
+{
+    ovf_answer_on(&ovf_self, fd, sig, gen, left, none, 0);
 }
 
 #endif

@@ -23,6 +23,15 @@
  * file of the mount that finds the daemon gone waits for the next one,
  * opens the same path again onto the same descriptor and repeats the call
  * (reconnect.h; the new daemon has put back what was set up).
+ * And it lands IRIX overflow interrupts on their instant, as libperfctr and
+ * libcpc do theirs (lib/overflow_timer.h, docs/overflow.md): after a call
+ * that sets counters up on a file of the mount, it asks the daemon
+ * (HWPERFD_PIOCOVFLNS) for the CPU ns left before their nearest overflow,
+ * and arms a timer on the clock they count - the process's
+ * (CLOCK_PROCESS_CPUTIME_ID) for a process's counters, which count every
+ * thread, the thread's for a thread's own - whose look at the instant finds
+ * the overflow and answers the next.
+ *
  * Built with -I include: <sys/procfs.h> is hwperfd's.
  */
 #define _GNU_SOURCE
@@ -44,6 +53,10 @@
 #include "checked_copy.h"
 #include "hwperfd/state.h"
 #include "reconnect.h"
+
+#define OVF_SIGNAL 59		/* SIGRTMAX - 5: the overflow timer's (lib/overflow_timer.h) */
+#define OVF_PROCESS		/* and the process's counters' timer */
+#include "overflow_timer.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
@@ -211,6 +224,63 @@ static int real_open_any(const char *path, int flags, ...)
 
 typedef int (*ioctl_fn)(int, unsigned long, ...);
 
+/* -- the overflow timer (lib/overflow_timer.h) ----------------------------- */
+
+static ioctl_fn ovf_ioctl;	/* the C library's: set before any timer is armed */
+
+/* Ask how much CPU time is left before the nearest overflow of the counters
+   on `fd`, and arm the timer of the clock they count for it.  At the
+   instant the same call finds the overflow, whose signal comes as the
+   timer's handler returns. */
+static void ovf_look(int fd)
+{
+    unsigned thread_gen = ovf_self.gen, process_gen = ovf_proc.gen;
+    long long before = ovf_clock(CLOCK_PROCESS_CPUTIME_ID), after, from = 0;
+    hwperfd_ovflns_t answer;
+
+    memset(&answer, 0, sizeof answer);
+    if (ovf_ioctl(fd, HWPERFD_PIOCOVFLNS, &answer) < 0) {
+        /* Gone (closed, released, the process's file of another): the
+           timer that rang for it stops; the daemon's tick is the fallback. */
+        if (ovf_self.fd < 0 && thread_gen == ovf_self.gen)
+            ovf_disarm_on(&ovf_self);
+        if (ovf_proc.fd < 0 && process_gen == ovf_proc.gen)
+            ovf_disarm_on(&ovf_proc);
+        return;
+    }
+    if (answer.ho_clock == HWPERFD_STATE_CLOCK_THREAD) {
+        ovf_answer_on(&ovf_self, fd, answer.ho_sig, thread_gen, answer.ho_left, answer.ho_left == HWPERFD_OVFL_NONE, 0);
+        return;
+    }
+    /* The process's other threads ran on while the call was on its way:
+       the instant counts from the CPU time the daemon caught up to, when
+       that lies within the call (it is the same clock, read there). */
+    after = ovf_clock(CLOCK_PROCESS_CPUTIME_ID);
+    if ((long long)answer.ho_at >= before && (long long)answer.ho_at <= after)
+        from = (long long)answer.ho_at;
+    ovf_answer_on(&ovf_proc, fd, answer.ho_sig, process_gen, answer.ho_left, answer.ho_left == HWPERFD_OVFL_NONE,
+                  from);
+}
+
+/* A call on `fd` that may change what overflows is on its way: the timers
+   timing it look at nothing meanwhile. */
+static void ovf_hold_fd(int fd)
+{
+    if (ovf_self.fd == fd)
+        ovf_hold_on(&ovf_self);
+    if (ovf_proc.fd == fd)
+        ovf_hold_on(&ovf_proc);
+}
+
+/* Its counters are released: nothing to time on `fd`. */
+static void ovf_disarm_fd(int fd)
+{
+    if (ovf_self.fd == fd)
+        ovf_disarm_on(&ovf_self);
+    if (ovf_proc.fd == fd)
+        ovf_disarm_on(&ovf_proc);
+}
+
 static int on_fuse(int fd)
 {
     struct statfs st;
@@ -363,6 +433,10 @@ int ioctl(int fd, unsigned long request, ...)
     call.real = real;
     call.request = request;
     call.arg = arg;
+    int sets = request == (unsigned long)PIOCENEVCTRS || request == (unsigned long)PIOCSETEVCTRL
+               || request == (unsigned long)PIOCENEVCTRSEX || request == (unsigned long)HWPERFD_PIOCENEVCTRSEX;
+    if (sets || request == (unsigned long)PIOCRELEVCTRS)
+        ovf_hold_fd(fd);
     if (request == (unsigned long)PIOCGETEVCTRS && fd == own.fd && own.reader.page != NULL)
         rc = read_from_page(real, fd, arg);
     else
@@ -378,14 +452,20 @@ int ioctl(int fd, unsigned long request, ...)
     }
     if (request == (unsigned long)PIOCGETEVCTRS || request == (unsigned long)PIOCGETEVCTRLEX)
         return rc;
-    if (rc >= 0 && (request == (unsigned long)PIOCENEVCTRS || request == (unsigned long)PIOCSETEVCTRL
-                    || request == (unsigned long)PIOCENEVCTRSEX || request == (unsigned long)HWPERFD_PIOCENEVCTRSEX)
-        && on_fuse(fd)) {
+    if (rc >= 0 && sets && on_fuse(fd)) {
         int saved = errno;
         map_page(real, fd);
+        ovf_ioctl = real;
+        /* Only where the timer can ring: asking tells the daemon the process
+           times itself, and its tick then looks later. */
+        pthread_once(&ovf_once, ovf_install);
+        if (ovf_on)
+            ovf_look(fd);
         errno = saved;
-    } else if (request == (unsigned long)PIOCRELEVCTRS && fd == own.fd) {
-        forget_page();
+    } else if (request == (unsigned long)PIOCRELEVCTRS) {
+        ovf_disarm_fd(fd);
+        if (fd == own.fd)
+            forget_page();
     }
     return rc;
 }

@@ -70,6 +70,7 @@ HWPERFD_CPC_SIGCARRIER = 62
 # for the CPU ns before the set's nearest overflow interrupt, answered in it
 # (NO_OVERFLOW: none can come); libcpc arms a timer on it.
 HWPERFD_CPC_TIMED = 1
+HWPERFD_CPC_LOOK = 2  # the timer's look (a sample), never made again
 HWPERFD_CPC_NO_OVERFLOW = 2**64 - 1
 SIGEMT = 16  # SIGSTKFLT
 EMT_CPCOVF = 1  # illumos x86's value (SPARC used 2, after EMT_TAGOVF)

@@ -9,7 +9,7 @@ tests/abi/test_fast_codecs.py checks against the definitions here and in
 ``structs.hwperftypes``).
 """
 
-from construct import Int32sl, Padding, Struct
+from construct import Int32sl, Int64ul, Padding, Struct
 
 from structs.hwperftypes import hwperf_profevctrarg_t
 
@@ -65,3 +65,16 @@ hwperf_cpucntrs_arg_t = Struct("cpuid" / Int32sl, Padding(4), "cntr" / hwperf_cn
 # counter request with the signal its PC ticks are to come on (0: profiling off).
 hwperfd_profenable_t = Struct("hp_args" / hwperf_profevctrarg_t, "hp_sig" / Int32sl, "hp_pad" / Int32sl)
 HWPERFD_PROFENABLE = _IOW("h", 130, hwperfd_profenable_t.sizeof())
+
+# On a process's own file (or a thread's own, under hwperfd-run), by that
+# process (thread) only: the CPU ns it may run before its counters' nearest
+# overflow interrupt could come, caught up first, so that a call at that
+# instant finds the overflow (docs/overflow.md).  hwperfd's own: IRIX's
+# structs are not changed.  ho_left all ones: none can come (nothing
+# interrupts, the clock is manual); ho_at the process's CPU clock
+# (CLOCK_PROCESS_CPUTIME_ID, ns) they were caught up to, 0 for a thread's own
+# (its account lags its clock); ho_clock the CPU clock the counters count
+# (HWPERFD_STATE_CLOCK_PROCESS or _THREAD); ho_sig their signal.
+hwperfd_ovflns_t = Struct("ho_left" / Int64ul, "ho_at" / Int64ul, "ho_clock" / Int32sl, "ho_sig" / Int32sl)
+HWPERFD_PIOCOVFLNS = _IOR("h", 131, hwperfd_ovflns_t.sizeof())
+HWPERFD_OVFL_NONE = (1 << 64) - 1

@@ -127,6 +127,15 @@ SIGNAL_TICK_NS = 10_000_000  # the IRIX clock tick
 # record's ``born_by`` by more than this is another process's.
 START_SLACK_NS = 20_000_000
 MIN_WAIT_NS = 100_000  # the least wait between two looks at one signalling process
+# A process whose library times its own overflows (overflow_left) is looked
+# at by the tick this long past the instant it was told: the tick is the
+# fallback, for a timer that could not ring.
+TIMED_GRACE_NS = 1_000_000
+# And, while it does not run at all, each look that finds it idle doubles the
+# wait up to this: its timer sees to it when it runs again (an idle timed
+# process costs a look every 10 s; an overflow its timer missed comes late,
+# never lost), as for libperfctr's and libcpc's timed threads.
+TIMED_IDLE_MAX_NS = 10_000_000_000
 
 
 class State(enum.Enum):
@@ -295,9 +304,15 @@ class CounterKernel:
         # request that changes controls, and 10 000 processes may be counting).
         # Each maps to when it next needs a look (monotonic ns; 0: now).
         self._armed: dict[int, int] = {}
+        # Pids whose library times their overflows (overflow_left): [the CPU
+        # time at the last look, the idle wait] (kept while they are armed).
+        self._timed: dict[int, list[int]] = {}
         self.host_cpus = os.cpu_count() or 1  # a process's CPU time runs this much faster than the wall at most
         self._profiles: dict[int, WorkloadProfile] = {}
         self._system: _SystemRecord | None = None
+        # The clock is the host's (real): a process's library may time its
+        # own overflows (overflow_left); on the manual clock they follow the advance.
+        self.host_time = False
         self._system_generation = 0
         self.default_profile = WorkloadProfile()
 
@@ -617,6 +632,7 @@ class CounterKernel:
         if self._thread_of.pop(pid, None) is not None:
             self.thread_version += 1
         self._armed.pop(pid, None)  # signalling() runs only on the real clock's tick
+        self._timed.pop(pid, None)
         self._profiles.pop(pid, None)
         self._gone(pid)
 
@@ -901,6 +917,7 @@ class CounterKernel:
                 # Every way back to counting with signals (enable, set_control,
                 # a restart, a fork) notes the pid again.
                 del self._armed[pid]
+                self._timed.pop(pid, None)
         target = self._system_signal_target()
         if target is not None and target not in pids:
             pids.append(target)  # catch_up() brings system mode up to date too
@@ -910,7 +927,10 @@ class CounterKernel:
         """The clock's look at processes that signal: catch each up, and note
         when it next needs one - not before its nearest overflow could come
         (a process runs at most one CPU ns per wall ns on each of its threads,
-        so the headroom is divided among the host's CPUs)."""
+        so the headroom is divided among the host's CPUs).  A process whose
+        library times its overflows (``overflow_left``) and that has not run
+        since the last look waits twice as long each time, up to
+        ``TIMED_IDLE_MAX_NS``."""
         for pid in pids:
             record = self._procs.get(pid)
             if record is None:
@@ -918,10 +938,49 @@ class CounterKernel:
             self._catch_up(record)
             if pid in self._armed:
                 headroom = record.block.headroom_ns(self.cpus[record.cpu], self.profile(pid), bool(record.profiling))
-                wait = 1 << 62 if headroom is None else max(headroom // self.host_cpus, MIN_WAIT_NS)
+                timed = self._timed.get(pid)
+                ran = sum(record.seen)
+                if headroom is None:
+                    wait = 1 << 62
+                elif timed is not None and ran == timed[0]:
+                    # Not run since the last look: its own timer sees to it when it does.
+                    timed[1] = min(max(2 * timed[1], headroom + TIMED_GRACE_NS), TIMED_IDLE_MAX_NS)
+                    wait = timed[1]
+                else:
+                    if timed is not None:
+                        timed[0], timed[1] = ran, 0
+                    wait = max(headroom // self.host_cpus, MIN_WAIT_NS)
                 self._armed[pid] = now + wait
         if self._system is not None:
             self._catch_up_system(self._system)
+
+    def overflow_left(self, target: Task, now: int) -> tuple[int | None, int, bool, int]:
+        """HWPERFD_PIOCOVFLNS: ``target``'s counters (a process's, or a
+        thread's own) caught up - an overflow found on the way is raised -
+        and then (the CPU ns of their clock before the nearest overflow
+        interrupt could come, at the fullest rate; the signal; whether the
+        clock is a thread's own; the CPU time they were caught up to).  None when none can come (nothing
+        interrupts, suspended, the clock is manual).  Asked by the process
+        itself, whose library arms a timer on it (docs/overflow.md): from
+        then on the tick's look waits ``TIMED_GRACE_NS`` past that instant
+        (``now``, monotonic ns, plus the CPU ns left: a thread runs at most
+        one CPU ns per wall ns), as the fallback, and while the process does
+        not run at all each look doubles the wait up to ``TIMED_IDLE_MAX_NS``."""
+        record = self._current(target)
+        if record is None or record.state is not State.ENABLED:
+            return None, 0, False, 0
+        thread = record.pid in self._thread_of
+        sig = record.profiling or record.block.request.signal
+        self._catch_up(record)
+        at = sum(record.seen)
+        if not self.host_time or record.exited or record.suspended or record.pid not in self._armed:
+            return None, sig, thread, at
+        headroom = record.block.headroom_ns(self.cpus[record.cpu], self.profile(record.pid), bool(record.profiling))
+        if headroom is None:
+            return None, sig, thread, at
+        self._armed[record.pid] = max(self._armed[record.pid], now + headroom + TIMED_GRACE_NS)
+        self._timed[record.pid] = [at, 0]
+        return headroom, sig, thread, at
 
     def next_due(self, now: int) -> int | None:
         """When the soonest signalling process needs a look (None: none does);
@@ -970,6 +1029,7 @@ class CounterKernel:
                 self._cancel(pid, sig, tid)
 
     def _note_armed(self, pid: int, request: CounterRequest, profiling: int = 0) -> None:
+        self._timed.pop(pid, None)  # a new set-up: its library's look comes after it
         if _arms_signals(request, profiling):
             self._armed[pid] = 0
 

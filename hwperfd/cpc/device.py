@@ -228,7 +228,11 @@ class CpcDevice:
         io.ci_error, io.ci_subcode = 0, -1
         if self._overflow_first(cmd, io, caller):
             raise OSError(errno.EINTR, "an overflow signal comes first")
-        timed = cmd in _TIMED_CALLS and io.ci_target == abi.HWPERFD_CPC_LWP and io.ci_preset == abi.HWPERFD_CPC_TIMED
+        timed = (
+            cmd in _TIMED_CALLS
+            and io.ci_target == abi.HWPERFD_CPC_LWP
+            and io.ci_preset in (abi.HWPERFD_CPC_TIMED, abi.HWPERFD_CPC_LOOK)
+        )
         try:
             self._calls[cmd](self, io, caller)
         except CpcError as exc:
@@ -255,7 +259,11 @@ class CpcDevice:
         if ctx is None or not isinstance(ctx.data, LwpBinding) or ctx.data.pctx:
             return False
         binding = ctx.data
-        if binding.deferred == cmd:
+        # The timer's look is never made again: it neither takes nor leaves
+        # the retry's pass (left, the program's last sample took it and
+        # read a set frozen at an overflow whose SIGEMT had not come).
+        look = cmd == abi.HWPERFD_CPCIO_SAMPLE and io.ci_preset == abi.HWPERFD_CPC_LOOK
+        if binding.deferred == cmd and not look:
             binding.deferred = 0
             return False
         self.catch_up(ctx)
@@ -263,7 +271,8 @@ class CpcDevice:
             binding.set.frozen and self._pending(ctx.pid, ctx.tid, abi.HWPERFD_CPC_SIGCARRIER)
         ):
             return False
-        binding.deferred = cmd
+        if not look:
+            binding.deferred = cmd
         return True
 
     def _left_ns(self, caller: Caller) -> int:

@@ -12,12 +12,15 @@ fall here, before a call reaches them.
 from __future__ import annotations
 
 import errno
+import time
 
 import structs
 from hwperfd.counters.kernel import ptrace_readable
 from hwperfd.host import processes
+from hwperfd.counters.kernel import CounterKernel
 from hwperfd.irix import faults, machine
-from hwperfd.irix.errno_map import UnknownCommand
+from hwperfd.irix.calls import Target
+from hwperfd.irix.errno_map import UnknownCommand, in_errnos
 from hwperfd.irix.info import PINFO_COMMANDS, InfoIoctls
 from hwperfd.irix.proc import NAMES, ProcIoctls
 from hwperfd.irix.syssgi import SyssgiIoctls
@@ -58,6 +61,8 @@ class ProcessFiles:
         self._faults = plan
         self._state_pages = mount.state_pages
         self._tgid_of = mount.tgid_of
+        self._kernel = mount.kernel
+        self._deliver = mount.deliver
 
     def ioctl(self, call: Call, changed: Changed) -> Reply:
         self._faults.check(call.target, call.cmd)
@@ -65,12 +70,38 @@ class ProcessFiles:
             reply = self._state_page(call)
             changed.report(TEXTS | COUNTS)  # reads answered in C look again, and may take the new page
             return reply
+        if call.cmd == structs.HWPERFD_PIOCOVFLNS:
+            reply = self._overflow_left(call)
+            changed.report(TEXTS | COUNTS)  # caught up
+            return reply
         reply = self._ioctls(call, changed)
         if call.cmd == structs.PIOCGETEVCTRS:
             # The bridge may answer this caller's next reads from a state page,
             # unless a fault waits for one of them.
             changed.fast_read = not self._faults.armed(call.target, "PIOCGETEVCTRS")
         return reply
+
+    def _overflow_left(self, call: Call) -> Reply:
+        """HWPERFD_PIOCOVFLNS: the CPU ns before the nearest overflow of the
+        file's counters, asked by the process itself (any of its threads)
+        or, on a thread's own file, by that thread; an overflow the look
+        finds is signalled before the answer (docs/overflow.md)."""
+        pid = call.target
+        if call.gone:
+            raise OSError(errno.ESRCH, f"pid {pid} is gone")
+        if call.pid != pid and self._tgid_of(call.pid) != pid:
+            raise OSError(errno.EPERM, f"pid {call.pid} asked for the overflows of pid {pid}")
+        left, sig, thread, at = _overflow_left(self._kernel, Target(pid, call.start), time.monotonic_ns())
+        if thread:
+            self._deliver(self._tgid_of(pid), pid)
+        else:
+            self._deliver(pid, 0)
+        return 0, structs.hwperfd_ovflns_t.build(dict(
+            ho_left=structs.HWPERFD_OVFL_NONE if left is None else left,
+            ho_at=0 if thread else at,
+            ho_clock=structs.HWPERFD_STATE_CLOCK_THREAD if thread else structs.HWPERFD_STATE_CLOCK_PROCESS,
+            ho_sig=sig,
+        ))  # fmt: skip
 
     def _state_page(self, call: Call) -> Reply:
         """The path of the page the process itself maps; only the process
@@ -90,6 +121,11 @@ class ProcessFiles:
             raise OSError(errno.EPERM, f"uid {call.uid} may not read pid {pid}")
         path = pages.grant(pid, call.start or info.start, call.uid)
         return 0, structs.hwperfd_statepage_t.build(dict(hp_path=path))
+
+
+@in_errnos
+def _overflow_left(kernel: CounterKernel, target: Target, now: int) -> tuple[int | None, int, bool, int]:
+    return kernel.overflow_left(target, now)
 
 
 class PinfoFiles:

@@ -94,8 +94,12 @@ typedef struct {
  * CPU ns the LWP may run before the set's nearest overflow interrupt
  * (HWPERFD_CPC_NO_OVERFLOW: none can come); libcpc arms a timer on it
  * that lands the overflow on its instant (docs/overflow.md).
+ * HWPERFD_CPC_LOOK: the same, from that timer's look at the instant (a
+ * sample), which libcpc never makes again: answered EINTR for an overflow
+ * whose SIGEMT comes first, it leaves no call owed its retry.
  */
 #define	HWPERFD_CPC_TIMED	1
+#define	HWPERFD_CPC_LOOK	2
 #define	HWPERFD_CPC_NO_OVERFLOW	(~(uint64_t)0)
 
 struct hwperfd_cpc_attr {

@@ -49,6 +49,29 @@
 #define HWPERFD_PIOCGETEVCTRLEX	_IOR('q', 241, hwperfd_getevctrlex_t)
 
 /*
+ * hwperfd's own, on a process's own file (or a thread's own, under
+ * hwperfd-run), by that process (thread) only: the CPU ns it may run before
+ * its counters' nearest overflow interrupt could come, caught up first, so
+ * that the same call at that instant finds the overflow and its signal comes
+ * as it returns.  The hwperfd-run shim arms a timer on it (docs/overflow.md).
+ * ho_left HWPERFD_OVFL_NONE: none can come (nothing interrupts, the clock is
+ * manual); ho_at the process's CPU clock (CLOCK_PROCESS_CPUTIME_ID, ns) they
+ * were caught up to, for the instant ho_at + ho_left: its other threads run
+ * on while the call is on its way (0 for a thread's own counters, whose
+ * thread is blocked in the call); ho_clock the CPU clock the counters count
+ * (HWPERFD_STATE_CLOCK_PROCESS: the process's, _THREAD: the thread's own);
+ * ho_sig their signal.
+ */
+typedef struct hwperfd_ovflns {
+	unsigned long long	ho_left;
+	unsigned long long	ho_at;
+	int			ho_clock;
+	int			ho_sig;
+} hwperfd_ovflns_t;
+#define HWPERFD_PIOCOVFLNS	_IOR('h', 131, hwperfd_ovflns_t)
+#define HWPERFD_OVFL_NONE	(~0ULL)
+
+/*
  * Informational ioctls (IRIX proc(4)), filled from what Linux reports.
  * Layouts are IRIX's 64-bit ABI with Linux's uid_t, gid_t, pid_t, dev_t.
  * Process control (stop, run, registers, memory) is not offered: ENOTTY.

@@ -257,7 +257,7 @@ static int open_node(void)
    its tick then looks only as the fallback. */
 static void ovf_timed(struct hwperfd_cpc_io *io)
 {
-	if (ovf_ready())
+	if (ovf_ready(&ovf_self))
 		io->ci_preset = HWPERFD_CPC_TIMED;
 }
 
@@ -276,7 +276,7 @@ static void ovf_look(int fd)
 
 	memset(&io, 0, sizeof io);
 	io.ci_target = HWPERFD_CPC_LWP;
-	ovf_timed(&io);
+	io.ci_preset = HWPERFD_CPC_LOOK;	/* timed, and never made again */
 	if (ioctl(fd, HWPERFD_CPCIO_SAMPLE, &io) == 0 && io.ci_error == 0)
 		ovf_took(fd, gen, &io);
 	else if (gen == ovf_self.gen)

@@ -186,7 +186,7 @@ static int control_fd(int fd, const struct vperfctr_control *control, int local)
 	ovf_sig = imode ? (int)control->si_signo : 0;
     }
     r = vioctl(fd, VPERFCTR_CONTROL, control);
-    if (local && r == 0 && imode && ovf_ready())
+    if (local && r == 0 && imode && ovf_ready(&ovf_self))
 	ovf_look(fd);
     else if (local)
 	ovf_disarm();
@@ -438,7 +438,7 @@ int vperfctr_iresume(const struct vperfctr *perfctr)
 
     ovf_hold();
     gen = ovf_self.gen;
-    if (!ovf_ready())	/* no timer: the daemon's tick is not told the thread times itself */
+    if (!ovf_ready(&ovf_self))	/* no timer: the daemon's tick is not told the thread times itself */
 	return vioctl(perfctr->fd, VPERFCTR_IRESUME, NULL);
     r = vioctl(perfctr->fd, VPERFCTR_IRESUME_NS, &left);
     if (r == 0)

@@ -42,6 +42,7 @@ STRUCTS = {
     "hwperf_prusage_t": T.hwperf_prusage_t,
     "hwperf_cpucntrs_arg_t": P.hwperf_cpucntrs_arg_t,
     "hwperfd_profenable_t": P.hwperfd_profenable_t,
+    "hwperfd_ovflns_t": P.hwperfd_ovflns_t,
     "hwperfd_state_t": S.hwperfd_state_t,
     "hwperfd_state_slot_t": S.hwperfd_state_slot_t,
     "hwperfd_statepage_t": S.hwperfd_statepage_t,

@@ -575,6 +575,36 @@ def test_the_clock_looks_at_a_signalling_process_when_its_nearest_overflow_can_c
     assert kernel.signalling(now=1 << 60) == [100]  # 101 counts, but raises nothing: no look
 
 
+def test_a_process_that_times_its_own_overflows_is_looked_at_past_its_instant_and_less_while_idle(
+    kernel, host, signals
+):
+    """HWPERFD_PIOCOVFLNS (overflow_left): 5 ms of CPU time left, told in
+    the process's clock; the tick then waits 1 ms past the instant, and
+    while the process does not run each look doubles the wait up to 10 s; once
+    it runs again the tick looks as for any process.  On the manual clock
+    no instant is told."""
+    kernel.host_cpus = 2
+    proc = host.spawn(100, 1)
+    kernel.enable(caller(proc), proc, cycles(threshold=1_000_000, signal=10))
+    assert kernel.overflow_left(proc, now=0)[0] is None  # not the host's clock
+    kernel.host_time = True
+    host.run(100, 1)
+    left, sig, thread, at = kernel.overflow_left(proc, now=0)
+    assert (left, sig, thread, at) == (4 * MS, 10, False, 1 * MS)
+    assert kernel.next_due(0) == 5 * MS and kernel.signalling(now=5 * MS - 1) == []
+    waits = []
+    for _ in range(14):
+        due = kernel.next_due(0)
+        assert kernel.signalling(now=due) == [100]
+        kernel.tick([100], now=due)
+        waits.append(kernel.next_due(0) - due)
+    assert waits[:3] == [5 * MS, 10 * MS, 20 * MS] and waits[-1] == 10_000 * MS, waits
+    due = kernel.next_due(0)
+    host.run(100, 1)  # it ran: looked at as any process
+    kernel.tick([100], now=due)
+    assert kernel.next_due(0) == due + 3 * MS // 2 and not signals
+
+
 def test_a_chain_of_zombies_deeper_than_the_stack_is_reaped(kernel, life, host):
     """A fork chain whose links each exit unwaited leaves zombies of zombies;
     once all are gone, reaping them walks the chain without recursion (3 000

@@ -5,8 +5,10 @@
  * IRIX counters count on through an overflow: nothing is restarted.  Run
  * under hwperfd-run, which sends "/proc/<pid>" to the mount.
  *
- *   irix_sampler process PERIOD CPU_MS MHZ
- *	The process's counters; it burns CPU_MS of CPU time.  Prints
+ *   irix_sampler process PERIOD CPU_MS MHZ [THREADS]
+ *	The process's counters; it burns CPU_MS of CPU time (THREADS threads
+ *	at once, 1 if not given: the counters count them all, and any of
+ *	them may take the signal).  Prints
  *	"signals=N counted=C cpu_ns=T", then per signal how far the count
  *	read in the handler was past the latest overflow it had crossed
  *	("past" counts) and how much of the process's CPU time went between
@@ -63,6 +65,7 @@ struct sampler {
 };
 
 static __thread struct sampler *self;
+static struct sampler *process_sampler;	/* the process's counters: any thread's signal */
 static struct sampler samplers[NTHREADS];
 static volatile long stray;
 static double ns_per_cycle;
@@ -89,7 +92,7 @@ static unsigned long long cycles(struct sampler *s)
 
 static void on_overflow(int sig, siginfo_t *si, void *uc)
 {
-    struct sampler *s = self;
+    struct sampler *s = self != NULL ? self : process_sampler;
     long long now;
     unsigned long long count;
     long n;
@@ -170,6 +173,39 @@ static void *run(void *arg)
     self = NULL;
     close(s->fd);
     return NULL;
+}
+
+static long long burn_until;
+
+static void *burner(void *arg)
+{
+    (void)arg;
+    burn(CLOCK_PROCESS_CPUTIME_ID, burn_until);
+    return NULL;
+}
+
+/* The process's counters, with `threads` threads burning its CPU time. */
+static void run_process(struct sampler *s, int threads)
+{
+    pthread_t helpers[16];
+    int n = threads < 1 ? 1 : threads > 16 ? 16 : threads;
+
+    enable(s);
+    process_sampler = s;
+    burn_until = s->begin_ns + cpu_ms * 1000000LL;
+    for (int i = 1; i < n; ++i)
+	if (pthread_create(&helpers[i], NULL, burner, NULL) != 0)
+	    exit(1);
+    burn(s->clock, burn_until);
+    for (int i = 1; i < n; ++i)
+	pthread_join(helpers[i], NULL);
+    s->sum = cycles(s);
+    s->cpu_ns = clock_ns(s->clock) - s->begin_ns;
+    if (ioctl(s->fd, PIOCRELEVCTRS) < 0)
+	perror("PIOCRELEVCTRS");
+    self = NULL;
+    process_sampler = NULL;
+    close(s->fd);
 }
 
 static pthread_barrier_t enabled;
@@ -313,7 +349,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "reuse") == 0 && argc == 3)
 	return reuse(argv);
     threads = strcmp(argv[1], "threads") == 0;
-    if (threads ? argc != 4 + NTHREADS : argc != 5)
+    if (threads ? argc != 4 + NTHREADS : argc != 5 && argc != 6)
 	return 2;
     if (!threads) {
 	struct sampler *s = &samplers[0];
@@ -322,7 +358,7 @@ int main(int argc, char **argv)
 	cpu_ms = atoll(argv[3]);
 	ns_per_cycle = 1000.0 / atof(argv[4]);
 	s->clock = CLOCK_PROCESS_CPUTIME_ID;
-	run(s);
+	run_process(s, argc == 6 ? atoi(argv[5]) : 1);
 	printf("signals=%ld counted=%llu cpu_ns=%lld\n", s->signals, s->sum, s->cpu_ns);
 	for (long i = 0; i < s->signals && i < MAX_SIGNALS; ++i)
 	    printf("%lld %lld\n", s->past[i], s->late[i]);
