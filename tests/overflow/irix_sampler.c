@@ -60,6 +60,10 @@ struct sampler {
     volatile long signals;
     long foreign;
     unsigned long long sum;
+    unsigned long long reached;	/* the highest count a handler read: the
+				   counters count on between the last read
+				   and the release, whose overflow still
+				   signals */
     long long cpu_ns;
     long long *past, *late;
 };
@@ -104,6 +108,8 @@ static void on_overflow(int sig, siginfo_t *si, void *uc)
     }
     now = clock_ns(s->clock);
     count = cycles(s);
+    if (count > s->reached)
+	s->reached = count;
     n = s->signals + 1;
     if (count < (unsigned long long)(n * s->period))
 	++s->foreign;
@@ -359,7 +365,8 @@ int main(int argc, char **argv)
 	ns_per_cycle = 1000.0 / atof(argv[4]);
 	s->clock = CLOCK_PROCESS_CPUTIME_ID;
 	run_process(s, argc == 6 ? atoi(argv[5]) : 1);
-	printf("signals=%ld counted=%llu cpu_ns=%lld\n", s->signals, s->sum, s->cpu_ns);
+	printf("signals=%ld counted=%llu cpu_ns=%lld reached=%llu\n", s->signals, s->sum, s->cpu_ns,
+	       s->sum > s->reached ? s->sum : s->reached);
 	for (long i = 0; i < s->signals && i < MAX_SIGNALS; ++i)
 	    printf("%lld %lld\n", s->past[i], s->late[i]);
 	return 0;
@@ -373,8 +380,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < NTHREADS; ++i) {
 	struct sampler *s = &samplers[i];
 
-	printf("thread=%d period=%lld signals=%ld sum=%llu foreign=%ld cpu_ns=%lld\n", i, s->period, s->signals,
-	       s->sum, s->foreign, s->cpu_ns);
+	printf("thread=%d period=%lld signals=%ld sum=%llu foreign=%ld cpu_ns=%lld reached=%llu\n", i, s->period,
+	       s->signals, s->sum, s->foreign, s->cpu_ns, s->sum > s->reached ? s->sum : s->reached);
     }
     for (int i = 0; i < NTHREADS; ++i)
 	for (long j = 0; j < samplers[i].signals && j < MAX_SIGNALS; ++j)

@@ -61,8 +61,17 @@ def held(r: dict[str, int], period: int) -> int:
     return r["counted" if "counted" in r else "sum"] // period
 
 
+def crossed(r: dict[str, int], period: int) -> int:
+    """The most overflows that may signal: those of the highest count read,
+    at the last read or in a handler.  The counters count on from the last
+    read to the release, and an overflow in between signals (rightly: the
+    release catches the counters up); each signal's own count past its
+    overflow is the "foreign" check."""
+    return r["reached"] // period
+
+
 def check_process(r: dict[str, int], past: list[int], period: int) -> None:
-    assert held(r, period) * KEPT // 100 <= r["signals"] <= held(r, period), r  # never more than crossed
+    assert held(r, period) * KEPT // 100 <= r["signals"] <= crossed(r, period), r  # never more than crossed
     assert held(r, period) >= r["cpu_ns"] * IRIX_MHZ // 1000 // period * 9 // 10, r  # the counters counted
     assert statistics.quantiles(past, n=100)[98] < MS, sorted(past)[-10:]
 
@@ -90,7 +99,7 @@ def test_a_processs_threshold_counts_every_thread_and_signals_on_the_processs_cp
     for the process's: on the arming thread's alone it would be half."""
     period = 2 * MS
     r, _ = process(irix_real, irix_sampler, period, threads=2)
-    assert held(r, period) * 3 // 4 <= r["signals"] <= held(r, period), r
+    assert held(r, period) * 3 // 4 <= r["signals"] <= crossed(r, period), r
 
 
 @pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
@@ -104,7 +113,7 @@ def test_four_threads_own_counters_each_signal_within_5_percent_and_only_their_o
     for row, period in zip(threads, periods):
         assert row["period"] == period and row["foreign"] == 0, rows
     for row, period in zip(threads[:3], periods[:3]):
-        assert held(row, period) * KEPT // 100 <= row["signals"] <= held(row, period), rows
+        assert held(row, period) * KEPT // 100 <= row["signals"] <= crossed(row, period), rows
     assert threads[3]["signals"] == 0 and threads[3]["sum"] > 0, rows
 
 
