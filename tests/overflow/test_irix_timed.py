@@ -32,6 +32,7 @@ from hwperfd.client import ProcessCounters, user
 from tests.conftest import NOBODY
 from tests.overflow.conftest import IRIX_MHZ
 from tests.overflow.test_thread_periods import cpu_bound_on_every_cpu
+from tests.waiting import process_state, wait_for
 
 MS = IRIX_MHZ * 1000  # cycles in a millisecond of CPU time
 KEPT = 95  # the share of the periods the CPU time holds that must signal
@@ -159,6 +160,9 @@ def test_the_overflow_instant_is_told_to_the_process_itself_and_to_no_other(irix
             mine.release()
         child = subprocess.Popen(["sleep", "30"])
         try:
+            # Asleep before its counters start: on a busy machine sleep(1)
+            # is still starting up (its user time counted) after Popen returns.
+            assert wait_for(lambda: process_state(child.pid) == "S", timeout=15)
             with ProcessCounters(child.pid, mount=irix_real.path) as theirs:
                 theirs.enable({0: user(0, interrupt=True)}, {0: 50 * MS}, signal.SIGUSR1)
                 with pytest.raises(OSError) as refused:
