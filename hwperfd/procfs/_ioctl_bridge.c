@@ -52,6 +52,7 @@
 #include <limits.h>
 #include <linux/fuse.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +343,35 @@ thread_cpu(int fd, unsigned *cpu)
     return 1;
 }
 
+/* The host CPU pctr's answer to the caller is of, as its daemon's PCIOCRD
+ * takes it (stat's "processor"), but without reading stat where that cannot
+ * change the answer: one CPU, or every CPU's slots alike (no function set,
+ * the same counts); or read from the caller's affinity when it allows one
+ * CPU only (it runs there, as a pinned caller does). */
+static int
+caller_cpu(const struct fast_entry *e, const struct hwperfd_state *p, unsigned ncpus, unsigned stride, unsigned *cpu)
+{
+    size_t group = stride * sizeof p->hs_slots[0];
+    unsigned c;
+    cpu_set_t allowed;
+
+    for (c = 1; c < ncpus; c++)
+        if (memcmp(&p->hs_slots[0], &p->hs_slots[c * stride], group) != 0)
+            break;
+    if (c == ncpus) {
+        *cpu = 0;
+        return 1;
+    }
+    if (sched_getaffinity(e->caller, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) == 1) {
+        for (c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &allowed)) {
+                *cpu = c;
+                return 1;
+            }
+    }
+    return thread_cpu(e->procfd, cpu);
+}
+
 static uint64_t
 clock_read_ns(clockid_t id, int *ok)
 {
@@ -477,7 +507,7 @@ fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, const voi
         unsigned cpu, ncpus = (size_t)e->page.len >= sizeof *p ? p->hs_ncpus : 0;
         unsigned stride = ncpus ? p->hs_cpu_slots : 0;
         if (in_bufsz || out_bufsz != sizeof st || !ncpus || stride != 1 + PCTR_NUM || e->procfd < 0
-            || !thread_cpu(e->procfd, &cpu))
+            || (size_t)ncpus * stride > HWPERFD_STATE_SLOTS || !caller_cpu(e, p, ncpus, stride, &cpu))
             return 0;
         if (!fast_counts(e, (cpu % ncpus) * stride, stride, &generation, counts, &mono))
             return 0;

@@ -8,6 +8,7 @@ for another caller, who gets the daemon's own answer or errno."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
@@ -256,7 +257,7 @@ def pctr_read(fd: int) -> tuple:
 @pytest.fixture
 def pinned():
     old = os.sched_getaffinity(0)
-    yield lambda cpu: os.sched_setaffinity(0, {cpu})
+    yield lambda cpu: os.sched_setaffinity(0, old if cpu is None else {cpu})
     os.sched_setaffinity(0, old)
 
 
@@ -275,6 +276,22 @@ def test_pcioc_reads_are_answered_in_the_bridge_from_the_callers_cpu(intel, pinn
             in_the_bridge(intel, lambda: pctr_read(fd), first)
             seen[cpu] = first
         assert seen[0][2][0] == MS * 8 // 10 and seen[1][2][0] == 3 * MS * 8 // 10
+        # Free to move: the bridge reads which CPU the caller ran on (its stat),
+        # and a read made on one CPU throughout is that CPU's.
+        pinned(None)
+        if len(os.sched_getaffinity(0)) > 1:
+            getcpu = ctypes.CDLL(None).sched_getcpu
+            for _ in range(TRIES):
+                before = answered(intel)
+                for _ in range(BATCH + 1):
+                    cpu, got = getcpu(), pctr_read(fd)
+                    assert got in (seen[0], seen[1])
+                    if getcpu() == cpu:
+                        assert got == seen[cpu % 2]
+                if answered(intel) - before >= BATCH:
+                    break
+            else:
+                pytest.fail(f"no batch of {BATCH} reads answered wholly in the bridge in {TRIES} tries")
         fcntl.ioctl(fd, PCIOCS[0], (0).to_bytes(4, "little"))  # pctr gives the counters back
         first = pctr_read(fd)
         assert first[0][0] == 0  # the function changed: the daemon answered it, not the mark
@@ -286,4 +303,59 @@ def test_pcioc_reads_are_answered_in_the_bridge_from_the_callers_cpu(intel, pinn
             intel.control("release another")
     finally:
         fcntl.ioctl(fd, PCIOCS[0], (0).to_bytes(4, "little"))
+        os.close(fd)
+
+
+# -- the real clock ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def intel_real(shared_tmp):
+    args = ("--clock", "real", "--cpus", "2", "--cpu-type", "intel", "--mhz", "1000")
+    with running_hwperfd(shared_tmp / "fastnode-real-mnt", shared_tmp / "fastnode-real.log", *args) as mount:
+        yield mount
+
+
+def _never_backwards(mount, read, daemon_read) -> None:
+    """Reads of a thread that burns CPU between them, every third one the
+    daemon's (``daemon_read``: after another call, which drops the marks):
+    each at least the one before, and some answered in C."""
+    before = answered(mount)
+    last = None
+    for i in range(600):
+        sum(range(200))
+        value = daemon_read() if i % 3 == 0 else read()
+        if last is not None:
+            assert all(a <= b for a, b in zip(last, value)), (i, last, value)
+        last = value
+    assert answered(mount) > before
+
+
+def test_real_clock_reads_in_the_bridge_and_the_daemon_never_go_backwards(intel_real):
+    fd = os.open(intel_real.path / "perfctr", os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, abi.VPERFCTR_ATTACH, abi.vperfctr_attach.build({"tid": 0, "creat": 1}))
+        fcntl.ioctl(fd, abi.VPERFCTR_CONTROL, _control())
+
+        def state() -> tuple:
+            parsed = abi.vperfctr_state.parse(read_state(fd))
+            return (parsed.sum.tsc, parsed.sum.pmc[0])
+
+        def after_another_call() -> tuple:
+            fcntl.ioctl(fd, abi.VPERFCTR_READ_CONTROL, bytes(abi.VPERFCTR_CONTROL_SIZE))
+            return state()
+
+        _never_backwards(intel_real, state, after_another_call)
+        fcntl.ioctl(fd, abi.VPERFCTR_UNLINK)
+    finally:
+        os.close(fd)
+    fd = os.open(intel_real.path / "cpc", os.O_RDONLY)
+    raw = _cpc_io()
+    try:
+        fcntl.ioctl(fd, abi_cpc.HWPERFD_CPCIO_BIND, raw)
+        look = bytearray(raw)
+        look[40:48] = abi_cpc.HWPERFD_CPC_LOOK.to_bytes(8, "little")  # ci_preset: the daemon's sample
+        _never_backwards(intel_real, lambda: sample(fd, raw)[4:6], lambda: sample(fd, look)[4:6])
+        fcntl.ioctl(fd, abi_cpc.HWPERFD_CPCIO_RELE, raw)
+    finally:
         os.close(fd)
