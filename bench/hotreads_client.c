@@ -160,6 +160,8 @@ static void *work(void *arg)
         t = now_ns() - t;
         if (i >= 0)
             w->times[i] = t;
+        if (bad && !w->bad)
+            fprintf(stderr, "%s: call %ld failed: %s\n", kind, i, strerror(errno));
         w->bad += bad;
     }
     (void)sink;

@@ -82,7 +82,7 @@ static struct fuse_buf follow_buf;   /* reused; libfuse allocates mem */
  * the daemon.  The used slots are listed, so clearing costs what is marked. */
 #define FAST_ENTRIES 1024
 #define FAST_SLOTS 32
-/* The forms of reply a mark answers (bridge.py names them alike). */
+/* The forms of reply a mark answers (hwperfd/node.py names them alike: FAST_*). */
 enum {
     FAST_IRIX = 0,      /* hwperf_cntr_t, returns the generation; the process's CPU clock */
     FAST_VPERFCTR = 1,  /* struct vperfctr_state (cstatus, tsc, pmc[18]); the thread's run time */
