@@ -127,6 +127,8 @@ static int fast_on;                  /* the daemon follows process events: marks
 static struct pollfd fast_watch_fds[2];
 static int fast_nwatch;
 static int fast_held;                /* the daemon holds records back: ask it */
+static int fast_news_known;          /* the streams were polled with the FUSE fd, for the request just read */
+static int fast_news;                /* ... and had news */
 static unsigned long long fast_count;
 
 /* Consume the pending exception and return the errno to answer with. */
@@ -231,19 +233,35 @@ monotonic_ns(void)
 }
 
 /* Wait up to window_ns for the FUSE fd; 1 readable, 0 not (timeout, signal,
- * error: all end the burst and leave the rest to pyfuse3's loop). */
+ * error: all end the burst and leave the rest to pyfuse3's loop).  The
+ * daemon's event streams are polled in the same call: what they held when
+ * it returned for a request - queued after anything the caller did before
+ * its call - stands in for the poll of them before that request's answer
+ * in C (fast_news). */
 static int
 fuse_fd_ready(int fd, long long window_ns)
 {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    struct pollfd pfd[3] = {{.fd = fd, .events = POLLIN}};
     struct timespec ts = {.tv_sec = window_ns / 1000000000LL,
                           .tv_nsec = window_ns % 1000000000LL};
-    int n;
+    nfds_t nfds = 1;
+    int n, ready;
 
+    if (fast_on && fast_nwatch) {
+        memcpy(pfd + 1, fast_watch_fds, (size_t)fast_nwatch * sizeof *pfd);
+        nfds += (nfds_t)fast_nwatch;
+    }
     Py_BEGIN_ALLOW_THREADS
-    n = ppoll(&pfd, 1, &ts, NULL);
+    n = ppoll(pfd, nfds, &ts, NULL);
+    if (n > 0 && !pfd[0].revents && nfds > 1)
+        n = ppoll(pfd, nfds = 1, &ts, NULL); /* news alone: the FUSE fd for a window more, unwatched */
     Py_END_ALLOW_THREADS
-    return n == 1 && (pfd.revents & POLLIN) && !(pfd.revents & (POLLERR | POLLHUP | POLLNVAL));
+    ready = n >= 1 && (pfd[0].revents & POLLIN) && !(pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL));
+    if (ready && nfds > 1) {
+        fast_news_known = 1;
+        fast_news = (nfds > 1 && pfd[1].revents) || (nfds > 2 && pfd[2].revents);
+    }
+    return ready;
 }
 
 static int
@@ -267,14 +285,18 @@ follow_on(struct fuse_session *se)
         if (left <= 0 || !fuse_fd_ready(fd, left < linger_window_ns ? left : linger_window_ns))
             break;
         int res = fuse_session_receive_buf(se, &follow_buf);
-        if (res <= 0)   /* EINTR/EAGAIN: pyfuse3's loop reads again; 0: exited */
+        if (res <= 0) { /* EINTR/EAGAIN: pyfuse3's loop reads again; 0: exited */
+            fast_news_known = 0;
             break;
+        }
         int ioctl = is_ioctl_request(&follow_buf, res);
         fuse_session_process_buf(se, &follow_buf);
+        fast_news_known = 0; /* that request's alone */
         if (!ioctl)
             break;      /* pyfuse3 awaits the coroutine its handler left */
         follow_on_count++;
     }
+    fast_news_known = 0;
     lingering = 0;
 }
 
@@ -447,7 +469,7 @@ fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, const voi
     ctx = fuse_req_ctx(req);
     if (e->caller != (int)ctx->pid || e->uid != (unsigned)ctx->uid || e->gid != (unsigned)ctx->gid)
         return 0;
-    if (fast_nwatch && poll(fast_watch_fds, (nfds_t)fast_nwatch, 0) != 0)
+    if (fast_nwatch && (fast_news_known ? fast_news : poll(fast_watch_fds, (nfds_t)fast_nwatch, 0) != 0))
         return 0; /* news (or an error) for the daemon first */
     if (e->pidfd >= 0 && syscall(SYS_pidfd_send_signal, e->pidfd, 0, NULL, 0) != 0 && errno != EPERM)
         return 0; /* gone: the daemon answers ESRCH */
