@@ -13,6 +13,8 @@ import errno
 import fcntl
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -21,7 +23,7 @@ import pytest
 from structs import cpc as abi_cpc
 from structs import perfctr as abi
 from structs.pctr import PCIOCRD, PCIOCS, pctrst
-from tests.conftest import running_hwperfd
+from tests.conftest import ROOT, running_hwperfd
 
 MS = 1_000_000
 USR, INT, EN = 1 << 16, 1 << 20, 1 << 22
@@ -67,7 +69,7 @@ def intel(shared_tmp):
 # -- perfctr ---------------------------------------------------------------------
 
 
-def _control(nractrs=1, nrictrs=0, ireset=(), tsc_on=1):
+def _control(nractrs=1, nrictrs=0, ireset=(), tsc_on=1, flags=0):
     n = nractrs + nrictrs
     return abi.vperfctr_control.build({
         "si_signo": 0,
@@ -79,7 +81,7 @@ def _control(nractrs=1, nrictrs=0, ireset=(), tsc_on=1):
             "ireset": list(ireset) + [0] * (18 - len(ireset)),
             "_reserved": [0] * 4,
         },
-        "preserve": 0, "flags": 0, "_reserved": [0] * 3,
+        "preserve": 0, "flags": flags, "_reserved": [0] * 3,
     })  # fmt: skip
 
 
@@ -359,3 +361,66 @@ def test_real_clock_reads_in_the_bridge_and_the_daemon_never_go_backwards(intel_
         fcntl.ioctl(fd, abi_cpc.HWPERFD_CPCIO_RELE, raw)
     finally:
         os.close(fd)
+
+
+_EXEC_READER = """
+import fcntl, os, sys
+from structs import perfctr as abi
+fd = int(sys.argv[1])
+try:
+    state = abi.vperfctr_state.parse(fcntl.ioctl(fd, abi.VPERFCTR_READ_STATE, bytes(abi.VPERFCTR_STATE_SIZE)))
+    print("after", state.cstatus, state.sum.pmc[0], flush=True)
+except OSError as exc:
+    print("after errno", exc.errno, flush=True)
+"""
+
+_MARKED_THEN_EXEC = """
+import fcntl, os, sys
+from structs import perfctr as abi
+sys.path.insert(0, {root!r})
+from tests.integration.test_fast_node_reads import _control
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.set_inheritable(fd, True)
+fcntl.ioctl(fd, abi.VPERFCTR_ATTACH, abi.vperfctr_attach.build({{"tid": 0, "creat": 1}}))
+fcntl.ioctl(fd, abi.VPERFCTR_CONTROL, _control(flags=int(sys.argv[2])))
+print("ready", os.getpid(), flush=True)
+sys.stdin.readline()
+for _ in range(20):
+    state = abi.vperfctr_state.parse(fcntl.ioctl(fd, abi.VPERFCTR_READ_STATE, bytes(abi.VPERFCTR_STATE_SIZE)))
+print("before", state.cstatus, state.sum.pmc[0], flush=True)
+sys.stdin.readline()
+os.execv(sys.executable, [sys.executable, "-c", {reader!r}, str(fd)])
+"""
+
+
+@pytest.mark.parametrize("cloexec", [False, True])
+def test_an_exec_is_applied_before_the_next_read_is_answered(intel, cloexec):
+    """A vperfctr read in C before its thread's exec: the first read of the
+    new image is what the daemon answers once it has applied the exec - the
+    counts kept, or with VPERFCTR_CONTROL_CLOEXEC the vperfctr unlinked at
+    the exec (stopped, its counts from before it) - never the old page's."""
+    script = _MARKED_THEN_EXEC.format(root=str(ROOT), reader=_EXEC_READER)
+    flags = abi.VPERFCTR_CONTROL_CLOEXEC if cloexec else 0
+    proc = subprocess.Popen([sys.executable, "-c", script, str(intel.path / "perfctr"), str(flags)], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        word, pid = proc.stdout.readline().split()
+        assert word == "ready"
+        intel.control(f"advance {pid} 1ms")
+        before = answered(intel)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        _, cstatus, count = proc.stdout.readline().split()
+        assert int(count) == MS * 8 // 10 and int(cstatus) != 0
+        assert answered(intel) > before  # its reads were answered in C
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        after = proc.stdout.readline().split()
+        if cloexec:
+            assert after == ["after", "0", str(MS * 8 // 10)]  # unlinked at the exec: stopped
+        else:
+            assert after == ["after", cstatus, str(MS * 8 // 10)]  # kept: counting on
+    finally:
+        proc.kill()
+        proc.wait()
