@@ -18,8 +18,10 @@ R10000 (IRIX runs on MIPS only), and times, the median of R rounds of N calls:
                       own /proc file from the state page (lib/state.c, as
                       libperfex and hwperfd-run read it)
                     and its round trip through the daemon, target 1.5x the
-                    floor in each placement: PCIOCRD, HWPERFD_CPCIO_SAMPLE,
-                    VPERFCTR_READ_STATE, PIOCGETEVCTRS
+                    floor in each placement: PCIOCRD (counter 0 programmed),
+                    HWPERFD_CPCIO_SAMPLE, VPERFCTR_READ_STATE, PIOCGETEVCTRS,
+                    each answered by the ioctl bridge in C from the same page
+                    after the daemon's first (docs/speed.md)
   FUSE no-op floor  bench/ioctl_client.c against the floor server
 
 Round trips and the floor are timed in two placements, interleaved in each

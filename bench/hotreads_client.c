@@ -8,7 +8,7 @@
  *   rdtsc           the host's own rdtsc instruction: what a read costs on bare hardware
  *   pctr-rdtsc      pctr's rdtsc() (libpctr)
  *   pctr-rdpmc      pctr's rdpmc(0), counter 0 programmed first (PCIOCS0, root)
- *   pctr-ioctl      PCIOCRD on <mount>/pctr: the round trip rdtsc()/rdpmc() avoid
+ *   pctr-ioctl      PCIOCRD on <mount>/pctr, counter 0 programmed first: the round trip rdtsc()/rdpmc() avoid
  *   cpc-sample      cpc_set_sample on a set the thread bound on itself (libcpc)
  *   cpc-ioctl       HWPERFD_CPCIO_SAMPLE on <mount>/cpc: the round trip cpc_set_sample avoids
  *   vperfctr        vperfctr_read_ctrs on the thread's own vperfctr (libperfctr)
@@ -160,6 +160,8 @@ static void *work(void *arg)
         t = now_ns() - t;
         if (i >= 0)
             w->times[i] = t;
+        if (bad && !w->bad)
+            fprintf(stderr, "%s: call %ld failed: %s\n", kind, i, strerror(errno));
         w->bad += bad;
     }
     (void)sink;
@@ -195,7 +197,7 @@ int main(int argc, char **argv)
     if (kind == NULL || calls < 1 || warmup < 0 || nthreads < 1)
         return 2;
     snprintf(mount, sizeof mount, "%s", m != NULL && *m ? m : "/run/hwperfd");
-    if (strcmp(kind, "pctr-rdpmc") == 0) {
+    if (strcmp(kind, "pctr-rdpmc") == 0 || strcmp(kind, "pctr-ioctl") == 0) {
         unsigned int fn = 0x3c | PCTR_U | PCTR_K | PCTR_EN;
         int wfd = node("pctr", O_RDWR);
         if (wfd < 0 || ioctl(wfd, PCIOCS0, &fn) < 0) {
@@ -217,7 +219,7 @@ int main(int argc, char **argv)
         memcpy(all + (long)t * calls, workers[t].times, (size_t)calls * sizeof *all);
         bad += workers[t].bad;
     }
-    if (strcmp(kind, "pctr-rdpmc") == 0) { /* the counters go back: another personality may count */
+    if (strcmp(kind, "pctr-rdpmc") == 0 || strcmp(kind, "pctr-ioctl") == 0) { /* the counters go back */
         unsigned int fn = 0;
         int wfd = node("pctr", O_RDWR);
         if (wfd < 0 || ioctl(wfd, PCIOCS0, &fn) < 0)

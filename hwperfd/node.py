@@ -62,6 +62,30 @@ PAGE = 8  # the call's own state pages: its target process's, or those the node'
 PAGES = 16  # every state page (system mode, a caller's profiling)
 HOLDER = 32  # the counter hardware may change hands (``holding``): if it did, every state page shows it
 
+# The forms of reply the ioctl bridge answers a marked read in, without the
+# daemon's Python (``FastRead.kind``; FAST_* in procfs/_ioctl_bridge.c).
+FAST_IRIX = 0  # PIOCGETEVCTRS: hwperf_cntr_t, the generation returned; the process's CPU clock
+FAST_VPERFCTR = 1  # VPERFCTR_READ_STATE: cstatus, the TSC and pmc sums; the calling thread's run time
+FAST_VSUM = 2  # VPERFCTR_READ_SUM: the TSC and pmc sums; the same
+FAST_CPC = 3  # HWPERFD_CPCIO_SAMPLE of the caller's own LWP set: the tick and the values; the same
+FAST_PCTR = 4  # PCIOCRD: the caller's CPU's functions, TSC and counters; wall time
+
+
+class FastRead(NamedTuple):
+    """A read just answered whose caller's next ones, the same command on
+    the same file, the bridge may answer in C from the page of ``source``'s
+    context ``ident`` (a thread's own, or the machine's): until any other
+    call, or any fork, exec or exit, and only while the page is no fallback.
+    A node reports one only for a caller the read's rules let read it (the
+    context's own thread; anyone, for pctr), so no other caller is ever
+    answered in C."""
+
+    kind: int  # FAST_*
+    source: Any  # the page's source (statepages.PageSource)
+    ident: int  # its context
+    functions: bytes = b""  # pctr: the four function words the answer carries
+
+
 #: A state page to write again: (its source, None for every source's; its id;
 #: whether its thread waits for the answer, so its split may be taken anew).
 PageRef = tuple[Any, int, bool]
@@ -77,6 +101,7 @@ class Changed:
     counts = False  # COUNTS
     every_page = False  # PAGES
     fast_read = False  # the call read counters the bridge may answer in C next time (FastReads)
+    fast: FastRead | None = None  # a node's read the bridge may answer in C next time
     pages: list[PageRef] = []  # state pages to write again
 
     def page(self, source: Any, ident: int, *, resplit: bool = False) -> None:

@@ -14,7 +14,9 @@ from hwperfd.cpc import durable
 from hwperfd.cpc.device import Caller, CpcDevice
 from hwperfd.cpc.pages import CpcCpuPages, CpcPages, cpu_ident
 from hwperfd.host import processes, tasks
-from hwperfd.node import CONTROLS, HOLDER, PAGE, TEXTS, Call, Changed, Command, Mount, PageRef, Reply, dispatch, holding
+from hwperfd.node import (
+    CONTROLS, FAST_CPC, HOLDER, PAGE, TEXTS, Call, Changed, Command, FastRead, Mount, PageRef, Reply, dispatch, holding,
+)  # fmt: skip
 from structs import cpc as abi
 
 # What each call may change (its table, below).  A call on a set writes its
@@ -58,11 +60,28 @@ class CpcNode:
 
     def ioctl(self, call: Call, changed: Changed) -> Reply:
         try:
-            return dispatch(self.table, call, changed, pages=self._own_pages, holder=self._holder)
+            reply = dispatch(self.table, call, changed, pages=self._own_pages, holder=self._holder)
+            if call.cmd == abi.HWPERFD_CPCIO_SAMPLE and self._own_sample(call, reply):
+                # cpc_set_sample on the set the LWP bound on itself: its next
+                # ones may be answered from its page.
+                changed.fast = FastRead(FAST_CPC, self.pages, call.pid)
+            return reply
         finally:
             for cpu in self._held(call.fh):
                 if self.cpu_pages.stale(cpu):
                     changed.page(self.cpu_pages, cpu_ident(cpu))  # values taken anew since it was written
+
+    def _own_sample(self, call: Call, reply: Reply) -> bool:
+        """A plain sample of the caller's own LWP set, answered without error
+        (not another LWP's or a CPU's, not cputrack's exec flag, not an
+        overflow timer's look, which the bridge leaves to the daemon too)."""
+        if len(call.data) < abi.CPC_IO_HEAD_SIZE or len(reply[1]) < abi.CPC_IO_HEAD_SIZE:
+            return False
+        asked, answered = abi.parse_head(call.data), abi.parse_head(reply[1])
+        return (
+            asked.ci_target == abi.HWPERFD_CPC_LWP and not asked.ci_flags and not asked.ci_preset
+            and not answered.ci_error and self.pages.is_counting(call.pid)
+        )  # fmt: skip
 
     def _held(self, fh: int) -> list[int]:
         """The CPUs bound through the open file ``fh``."""

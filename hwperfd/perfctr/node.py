@@ -13,7 +13,10 @@ from construct import Bytes, Int32ul, Int64ul
 from hwperfd.counters.durable import Item
 from hwperfd.counters.kernel import ptrace_readable
 from hwperfd.host import processes
-from hwperfd.node import CONTROLS, HOLDER, PAGE, Call, Changed, Command, Mount, PageRef, Reply, dispatch, holding
+from hwperfd.node import (
+    CONTROLS, FAST_VPERFCTR, FAST_VSUM, HOLDER, PAGE, Call, Changed, Command, FastRead, Mount, PageRef, Reply, dispatch,
+    holding,
+)  # fmt: skip
 from hwperfd.perfctr import durable
 from hwperfd.perfctr.driver import PerfctrDevice
 from hwperfd.perfctr.pages import VperfctrPages
@@ -28,6 +31,7 @@ from structs import perfctr as abi
 _CONTROLS = PAGE | CONTROLS | HOLDER
 _PATH = Bytes(abi.VPERFCTR_STATEPAGE_SIZE)  # hwperfd_vperfctr_statepage: a path
 _GLOBAL_CONTROL = abi.gperfctr_cpu_control
+_FAST = {abi.VPERFCTR_READ_STATE: FAST_VPERFCTR, abi.VPERFCTR_READ_SUM: FAST_VSUM}  # reads the bridge may answer
 
 
 class PerfctrNode:
@@ -72,7 +76,14 @@ class PerfctrNode:
         }
 
     def ioctl(self, call: Call, changed: Changed) -> Reply:
-        return dispatch(self.table, call, changed, unknown=errno.EINVAL, pages=self._own_page, holder=self._holder)
+        reply = dispatch(self.table, call, changed, unknown=errno.EINVAL, pages=self._own_page, holder=self._holder)
+        kind = _FAST.get(call.cmd)
+        if kind is not None and self.device.bound_tid(call.fh) == call.pid:
+            # A thread's read of its own vperfctr: its next ones may be
+            # answered from its page (a reader of another thread's must be
+            # its stopped tracer, which the driver checks on every call).
+            changed.fast = FastRead(kind, self.pages, call.pid)
+        return reply
 
     def _own_page(self, call: Call) -> list[PageRef]:
         """The page of the vperfctr the file is bound to, named before the

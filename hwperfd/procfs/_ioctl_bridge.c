@@ -22,15 +22,20 @@
  * another reader, woken by epoll for a request the burst then took, would
  * block the whole loop in read(2).
  *
- * Reads answered in C.  A counter read (the daemon names the command) on a
- * file the daemon has marked with fast_set() is answered from that
- * process's state page - the snapshot and exact rates the daemon keeps
- * current for self-monitoring readers - with the process's CPU clock read
- * here and the readers' own arithmetic (include/hwperfd/state.h).  The daemon
- * marks a file only for a caller it has just answered (root, or the counted
- * process itself) and clears every mark whenever anything may have changed.
- * The read goes to Python whenever the page says so (being written, dead, a
- * fallback), the process is gone, the daemon holds exit records back, or
+ * Reads answered in C.  A counter read on a file the daemon has marked with
+ * fast_set() is answered from a state page - the snapshot and exact rates
+ * the daemon keeps current for self-monitoring readers - with the page's
+ * clock read here and the readers' own arithmetic (include/hwperfd/state.h).
+ * A mark names the command it answers and the reply's form (FAST_*): IRIX's
+ * PIOCGETEVCTRS on a process file (the process's CPU clock), perfctr's
+ * VPERFCTR_READ_STATE and _READ_SUM and libcpc's sample of the caller's own
+ * LWP set (the calling thread's run time, schedstat: it waits in this call,
+ * so that is its CPU clock), pctr's PCIOCRD (wall time, the caller's CPU).
+ * The daemon marks a file only for a caller it has just answered (root or
+ * the counted process itself; a thread reading its own context) and clears
+ * every mark whenever anything may have changed.  The read goes to Python
+ * whenever the page says so (being written, dead, a fallback, past its
+ * expiry), the process is gone, the daemon holds exit records back, or
  * either of its netlink streams has news: a fork, exec or exit must be
  * applied before the next count is answered.
  */
@@ -43,9 +48,11 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/fuse.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,22 +82,53 @@ static struct fuse_buf follow_buf;   /* reused; libfuse allocates mem */
  * the daemon.  The used slots are listed, so clearing costs what is marked. */
 #define FAST_ENTRIES 1024
 #define FAST_SLOTS 32
+/* The forms of reply a mark answers (hwperfd/node.py names them alike: FAST_*). */
+enum {
+    FAST_IRIX = 0,      /* hwperf_cntr_t, returns the generation; the process's CPU clock */
+    FAST_VPERFCTR = 1,  /* struct vperfctr_state (cstatus, tsc, pmc[18]); the thread's run time */
+    FAST_VSUM = 2,      /* struct perfctr_sum_ctrs (tsc, pmc[18]); the same */
+    FAST_CPC = 3,       /* hwperfd_cpc_io's head: tick, values; the same */
+    FAST_PCTR = 4,      /* struct pctrst of the caller's CPU; wall time */
+    FAST_KINDS
+};
+#define VPERFCTR_NR 18
+#define PCTR_NUM 4
+#define CPC_MAXREQS 8
+#define CPC_IO_SIZE 3328
+/* hwperfd_cpc_io's head (structs/cpc.py; include/sys/cpc_impl.h). */
+struct cpc_io_head {
+    int32_t ci_error, ci_subcode;
+    uint32_t ci_target, ci_flags;
+    int64_t ci_pid, ci_id;
+    int32_t ci_index;
+    uint32_t ci_nreqs;
+    uint64_t ci_preset;
+    int64_t ci_hrtime;
+    uint64_t ci_tick;
+    uint64_t ci_data[CPC_MAXREQS];
+};
 struct fast_entry {
     int used;
     int listed;                     /* its place in fast_used */
+    int kind;                       /* FAST_* */
+    unsigned cmd;                   /* the command it answers */
     uint64_t fh, ino;
-    int pid, pidfd;                 /* the counted process */
+    int pid, pidfd;                 /* the counted process (-1: none, the caller's own thread) */
     int caller;                     /* the calling thread the daemon answered */
+    int procfd;                     /* the caller's /proc schedstat (thread kinds) or stat (pctr); -1 */
     unsigned uid, gid;
+    uint32_t fn[PCTR_NUM];          /* pctr: the functions the daemon answered */
     Py_buffer page;                 /* its state page (struct hwperfd_state) */
 };
 static struct fast_entry fast[FAST_ENTRIES];
 static int fast_used[FAST_ENTRIES];
 static int fast_nused;
-static unsigned fast_cmd;            /* the counter read's command; 0: off */
+static int fast_on;                  /* the daemon follows process events: marks may be answered */
 static struct pollfd fast_watch_fds[2];
 static int fast_nwatch;
 static int fast_held;                /* the daemon holds records back: ask it */
+static int fast_news_known;          /* the streams were polled with the FUSE fd, for the request just read */
+static int fast_news;                /* ... and had news */
 static unsigned long long fast_count;
 
 /* Consume the pending exception and return the errno to answer with. */
@@ -195,19 +233,35 @@ monotonic_ns(void)
 }
 
 /* Wait up to window_ns for the FUSE fd; 1 readable, 0 not (timeout, signal,
- * error: all end the burst and leave the rest to pyfuse3's loop). */
+ * error: all end the burst and leave the rest to pyfuse3's loop).  The
+ * daemon's event streams are polled in the same call: what they held when
+ * it returned for a request - queued after anything the caller did before
+ * its call - stands in for the poll of them before that request's answer
+ * in C (fast_news). */
 static int
 fuse_fd_ready(int fd, long long window_ns)
 {
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    struct pollfd pfd[3] = {{.fd = fd, .events = POLLIN}};
     struct timespec ts = {.tv_sec = window_ns / 1000000000LL,
                           .tv_nsec = window_ns % 1000000000LL};
-    int n;
+    nfds_t nfds = 1;
+    int n, ready;
 
+    if (fast_on && fast_nwatch) {
+        memcpy(pfd + 1, fast_watch_fds, (size_t)fast_nwatch * sizeof *pfd);
+        nfds += (nfds_t)fast_nwatch;
+    }
     Py_BEGIN_ALLOW_THREADS
-    n = ppoll(&pfd, 1, &ts, NULL);
+    n = ppoll(pfd, nfds, &ts, NULL);
+    if (n > 0 && !pfd[0].revents && nfds > 1)
+        n = ppoll(pfd, nfds = 1, &ts, NULL); /* news alone: the FUSE fd for a window more, unwatched */
     Py_END_ALLOW_THREADS
-    return n == 1 && (pfd.revents & POLLIN) && !(pfd.revents & (POLLERR | POLLHUP | POLLNVAL));
+    ready = n >= 1 && (pfd[0].revents & POLLIN) && !(pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL));
+    if (ready && nfds > 1) {
+        fast_news_known = 1;
+        fast_news = (nfds > 1 && pfd[1].revents) || (nfds > 2 && pfd[2].revents);
+    }
+    return ready;
 }
 
 static int
@@ -231,14 +285,18 @@ follow_on(struct fuse_session *se)
         if (left <= 0 || !fuse_fd_ready(fd, left < linger_window_ns ? left : linger_window_ns))
             break;
         int res = fuse_session_receive_buf(se, &follow_buf);
-        if (res <= 0)   /* EINTR/EAGAIN: pyfuse3's loop reads again; 0: exited */
+        if (res <= 0) { /* EINTR/EAGAIN: pyfuse3's loop reads again; 0: exited */
+            fast_news_known = 0;
             break;
+        }
         int ioctl = is_ioctl_request(&follow_buf, res);
         fuse_session_process_buf(se, &follow_buf);
+        fast_news_known = 0; /* that request's alone */
         if (!ioctl)
             break;      /* pyfuse3 awaits the coroutine its handler left */
         follow_on_count++;
     }
+    fast_news_known = 0;
     lingering = 0;
 }
 
@@ -248,37 +306,144 @@ fast_release(struct fast_entry *e)
     if (!e->used)
         return;
     PyBuffer_Release(&e->page);
+    if (e->procfd >= 0)
+        close(e->procfd);
     int last = fast_used[--fast_nused];
     fast_used[e->listed] = last;
     fast[last].listed = e->listed;
     memset(e, 0, sizeof *e);
 }
 
-/* The counts of the entry's process now, from its page: 1, or 0 when the
- * daemon must answer.  The GIL is held, so the daemon is not writing it. */
+/* A /proc file of the caller's read again from its start into buf: its length, or -1. */
+static ssize_t
+proc_read(int fd, char *buf, size_t size)
+{
+    ssize_t n = pread(fd, buf, size - 1, 0);
+    if (n <= 0)
+        return -1; /* the thread is gone (ESRCH): the daemon answers */
+    buf[n] = 0;
+    return n;
+}
+
+/* The calling thread's run time (schedstat's first field): it waits in this
+ * call, so that is its CPU clock (CLOCK_THREAD_CPUTIME_ID), which no other
+ * process may read. */
 static int
-fast_counts(struct fast_entry *e, int *generation, uint64_t *counts)
+thread_run_ns(int fd, uint64_t *ns)
+{
+    char buf[128], *end;
+    if (proc_read(fd, buf, sizeof buf) < 0)
+        return 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (end == buf)
+        return 0;
+    *ns = v;
+    return 1;
+}
+
+/* The host CPU the calling thread ran on (stat's 39th field, "processor"),
+ * as the daemon's PCIOCRD takes it. */
+static int
+thread_cpu(int fd, unsigned *cpu)
+{
+    char buf[1024];
+    if (proc_read(fd, buf, sizeof buf) < 0)
+        return 0;
+    char *p = strrchr(buf, ')'); /* after the command's name, which may hold anything */
+    if (p == NULL)
+        return 0;
+    for (int field = 2; field < 39; field++) {
+        p = strchr(p + 1, ' ');
+        if (p == NULL)
+            return 0;
+    }
+    char *end;
+    unsigned long v = strtoul(p + 1, &end, 10);
+    if (end == p + 1)
+        return 0;
+    *cpu = (unsigned)v;
+    return 1;
+}
+
+/* The host CPU pctr's answer to the caller is of, as its daemon's PCIOCRD
+ * takes it (stat's "processor"), but without reading stat where that cannot
+ * change the answer: one CPU, or every CPU's slots alike (no function set,
+ * the same counts); or read from the caller's affinity when it allows one
+ * CPU only (it runs there, as a pinned caller does). */
+static int
+caller_cpu(const struct fast_entry *e, const struct hwperfd_state *p, unsigned ncpus, unsigned stride, unsigned *cpu)
+{
+    size_t group = stride * sizeof p->hs_slots[0];
+    unsigned c;
+    cpu_set_t allowed;
+
+    for (c = 1; c < ncpus; c++)
+        if (memcmp(&p->hs_slots[0], &p->hs_slots[c * stride], group) != 0)
+            break;
+    if (c == ncpus) {
+        *cpu = 0;
+        return 1;
+    }
+    if (sched_getaffinity(e->caller, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) == 1) {
+        for (c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &allowed)) {
+                *cpu = c;
+                return 1;
+            }
+    }
+    return thread_cpu(e->procfd, cpu);
+}
+
+static uint64_t
+clock_read_ns(clockid_t id, int *ok)
+{
+    struct timespec ts;
+    *ok = clock_gettime(id, &ts) == 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Slots first..first+n-1 of the entry's page now, with its generation and
+ * the wall time read: 1, or 0 when the daemon must answer.  The GIL is held,
+ * so the daemon is not writing the page. */
+static int
+fast_counts(struct fast_entry *e, unsigned first, unsigned n, int *generation, uint64_t *counts, uint64_t *mono)
 {
     const struct hwperfd_state *p = e->page.buf;
-    uint64_t du = 0, ds = 0;
+    uint64_t du = 0, ds = 0, now = 0;
+    int ok = 1;
 
     if ((size_t)e->page.len < sizeof *p || (p->hs_seq & 1)
-        || (p->hs_flags & (HWPERFD_STATE_FALLBACK | HWPERFD_STATE_DEAD)) || p->hs_nslots < FAST_SLOTS)
+        || (p->hs_flags & (HWPERFD_STATE_FALLBACK | HWPERFD_STATE_DEAD)) || n > HWPERFD_STATE_SLOTS
+        || first > HWPERFD_STATE_SLOTS - n || p->hs_nslots < first + n)
         return 0;
-    if (p->hs_clock == HWPERFD_STATE_CLOCK_PROCESS) {
+    *mono = clock_read_ns(CLOCK_MONOTONIC, &ok);
+    if (!ok || (p->hs_expires_ns && *mono >= p->hs_expires_ns))
+        return 0; /* the snapshot no longer holds: the daemon takes the counts anew */
+    switch (p->hs_clock) {
+    case HWPERFD_STATE_CLOCK_MANUAL:
+        break;
+    case HWPERFD_STATE_CLOCK_PROCESS:
         /* The process's CPU clock (MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)). */
-        clockid_t id = (clockid_t)((~(unsigned)e->pid) << 3 | 2);
-        struct timespec ts;
-        if (clock_gettime(id, &ts) != 0)
+        if (e->pid <= 0)
             return 0;
-        hwperfd_state_elapsed((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec, p->hs_user_ns,
-                              p->hs_system_ns, p->hs_split_user, p->hs_split_system, p->hs_split_carry,
-                              p->hs_system_room, &du, &ds);
-    }
-    else if (p->hs_clock != HWPERFD_STATE_CLOCK_MANUAL)
+        now = clock_read_ns((clockid_t)((~(unsigned)e->pid) << 3 | 2), &ok);
+        break;
+    case HWPERFD_STATE_CLOCK_THREAD:
+        ok = e->procfd >= 0 && thread_run_ns(e->procfd, &now);
+        break;
+    case HWPERFD_STATE_CLOCK_MONOTONIC:
+        now = *mono;
+        break;
+    default:
         return 0;
-    for (int i = 0; i < FAST_SLOTS; i++) {
-        const struct hwperfd_state_slot *slot = &p->hs_slots[i];
+    }
+    if (!ok)
+        return 0;
+    if (p->hs_clock != HWPERFD_STATE_CLOCK_MANUAL)
+        hwperfd_state_elapsed(now, p->hs_user_ns, p->hs_system_ns, p->hs_split_user, p->hs_split_system,
+                              p->hs_split_carry, p->hs_system_room, &du, &ds);
+    for (unsigned i = 0; i < n; i++) {
+        const struct hwperfd_state_slot *slot = &p->hs_slots[first + i];
         counts[i] = hwperfd_state_slot_count(slot->count, slot->residue, slot->per_user, slot->per_system,
                                              slot->den, du, ds);
     }
@@ -288,29 +453,95 @@ fast_counts(struct fast_entry *e, int *generation, uint64_t *counts)
 
 /* Answer a counter read in C if the daemon has said it may be: 1 answered. */
 static int
-fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, size_t in_bufsz, size_t out_bufsz)
+fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, const void *in_buf, size_t in_bufsz,
+            size_t out_bufsz)
 {
     const struct fuse_ctx *ctx;
     struct fast_entry *e;
-    uint64_t counts[FAST_SLOTS];
+    uint64_t counts[HWPERFD_STATE_SLOTS], mono;
     int generation;
 
-    if (cmd != fast_cmd || !fast_cmd || in_bufsz || out_bufsz != sizeof counts || fast_held)
+    if (!fast_on || fast_held)
+        return 0;
+    e = &fast[fh % FAST_ENTRIES];
+    if (!e->used || e->fh != fh || e->ino != ino || e->cmd != cmd)
         return 0;
     ctx = fuse_req_ctx(req);
-    e = &fast[fh % FAST_ENTRIES];
-    if (!e->used || e->fh != fh || e->ino != ino || e->caller != (int)ctx->pid || e->uid != (unsigned)ctx->uid
-        || e->gid != (unsigned)ctx->gid)
+    if (e->caller != (int)ctx->pid || e->uid != (unsigned)ctx->uid || e->gid != (unsigned)ctx->gid)
         return 0;
-    if (fast_nwatch && poll(fast_watch_fds, (nfds_t)fast_nwatch, 0) != 0)
+    if (fast_nwatch && (fast_news_known ? fast_news : poll(fast_watch_fds, (nfds_t)fast_nwatch, 0) != 0))
         return 0; /* news (or an error) for the daemon first */
-    if (syscall(SYS_pidfd_send_signal, e->pidfd, 0, NULL, 0) != 0 && errno != EPERM)
+    if (e->pidfd >= 0 && syscall(SYS_pidfd_send_signal, e->pidfd, 0, NULL, 0) != 0 && errno != EPERM)
         return 0; /* gone: the daemon answers ESRCH */
-    if (!fast_counts(e, &generation, counts) || generation < 0)
-        return 0;
-    fast_count++;
-    fuse_reply_ioctl(req, generation, counts, sizeof counts);
-    return 1;
+    switch (e->kind) {
+    case FAST_IRIX:
+        if (in_bufsz || out_bufsz != FAST_SLOTS * sizeof(uint64_t)
+            || !fast_counts(e, 0, FAST_SLOTS, &generation, counts, &mono) || generation < 0)
+            return 0;
+        fast_count++;
+        fuse_reply_ioctl(req, generation, counts, FAST_SLOTS * sizeof(uint64_t));
+        return 1;
+    case FAST_VPERFCTR:
+    case FAST_VSUM: {
+        /* Slot 0 the TSC sum, then every pmc sum; the generation is cstatus. */
+        struct { uint32_t cstatus, pad; uint64_t sums[1 + VPERFCTR_NR]; } state;
+        int sum = e->kind == FAST_VSUM;
+        size_t size = sum ? sizeof state.sums : sizeof state;
+        if (in_bufsz || out_bufsz != size || !fast_counts(e, 0, 1 + VPERFCTR_NR, &generation, state.sums, &mono))
+            return 0;
+        state.cstatus = (uint32_t)generation;
+        state.pad = 0;
+        fast_count++;
+        fuse_reply_ioctl(req, 0, sum ? (const void *)state.sums : (const void *)&state, size);
+        return 1;
+    }
+    case FAST_CPC: {
+        /* cpc_set_sample on the caller's own LWP set: the call's struct back,
+         * its head as the daemon's sample fills it (hwperfd/cpc/device.py). */
+        static unsigned char io[CPC_IO_SIZE];
+        struct cpc_io_head head;
+        if (in_bufsz != CPC_IO_SIZE || out_bufsz != CPC_IO_SIZE)
+            return 0;
+        memcpy(&head, in_buf, sizeof head);
+        if (head.ci_target != 0 || head.ci_flags != 0 || head.ci_preset != 0)
+            return 0; /* another LWP's, a CPU's, cputrack's exec flag, an overflow timer's look */
+        const struct hwperfd_state *p = e->page.buf;
+        unsigned n = (size_t)e->page.len >= sizeof *p ? p->hs_nslots : 0;
+        if (n < 1 || n > 1 + CPC_MAXREQS || !fast_counts(e, 0, n, &generation, counts, &mono))
+            return 0;
+        head.ci_error = 0;
+        head.ci_subcode = -1;
+        head.ci_nreqs = n - 1;
+        head.ci_hrtime = (int64_t)mono;
+        head.ci_tick = counts[0];
+        for (unsigned i = 0; i < CPC_MAXREQS; i++)
+            head.ci_data[i] = i + 1 < n ? counts[i + 1] : 0;
+        memcpy(io, in_buf, CPC_IO_SIZE);
+        memcpy(io, &head, sizeof head);
+        fast_count++;
+        fuse_reply_ioctl(req, 0, io, CPC_IO_SIZE);
+        return 1;
+    }
+    case FAST_PCTR: {
+        /* The caller's CPU's TSC and counters (hwperfd/pctr/pages.py). */
+        struct { uint32_t fn[PCTR_NUM]; uint64_t tsc; uint64_t hwc[PCTR_NUM]; } __attribute__((packed)) st;
+        const struct hwperfd_state *p = e->page.buf;
+        unsigned cpu, ncpus = (size_t)e->page.len >= sizeof *p ? p->hs_ncpus : 0;
+        unsigned stride = ncpus ? p->hs_cpu_slots : 0;
+        if (in_bufsz || out_bufsz != sizeof st || !ncpus || stride != 1 + PCTR_NUM || e->procfd < 0
+            || (size_t)ncpus * stride > HWPERFD_STATE_SLOTS || !caller_cpu(e, p, ncpus, stride, &cpu))
+            return 0;
+        if (!fast_counts(e, (cpu % ncpus) * stride, stride, &generation, counts, &mono))
+            return 0;
+        memcpy(st.fn, e->fn, sizeof st.fn);
+        st.tsc = counts[0];
+        memcpy(st.hwc, counts + 1, sizeof st.hwc);
+        fast_count++;
+        fuse_reply_ioctl(req, 0, &st, sizeof st);
+        return 1;
+    }
+    }
+    return 0;
 }
 
 /* FUSE_USE_VERSION 32 (as pyfuse3) declares cmd as int; it is the 32-bit command. */
@@ -324,7 +555,7 @@ bridge_ioctl(fuse_req_t req, fuse_ino_t ino, int cmd, void *arg,
         return;
     }
     PyGILState_STATE gil = PyGILState_Ensure();
-    if (!fast_answer(req, ino, fi ? fi->fh : 0, (unsigned int)cmd, in_bufsz, out_bufsz))
+    if (!fast_answer(req, ino, fi ? fi->fh : 0, (unsigned int)cmd, in_buf, in_bufsz, out_bufsz))
         dispatch(req, ino, fi ? fi->fh : 0, (unsigned int)cmd, arg, flags, in_buf,
                  in_bufsz, out_bufsz);
     if (!lingering) {
@@ -412,27 +643,52 @@ static PyObject *
 bridge_fast_set(PyObject *self, PyObject *args)
 {
     unsigned long long fh, ino;
-    int pid, pidfd, caller;
-    unsigned uid, gid;
+    int kind, pid, pidfd, caller;
+    unsigned cmd, uid, gid;
     PyObject *page;
+    const char *fn = NULL;
+    Py_ssize_t fn_len = 0;
     struct fast_entry *e = NULL;
+    char path[64];
+    int procfd = -1;
 
-    if (!PyArg_ParseTuple(args, "KKiiiIIO:fast_set", &fh, &ino, &pid, &pidfd, &caller, &uid, &gid, &page))
+    if (!PyArg_ParseTuple(args, "KKiIiiiIIO|y#:fast_set", &fh, &ino, &kind, &cmd, &pid, &pidfd, &caller, &uid,
+                          &gid, &page, &fn, &fn_len))
         return NULL;
+    if (kind < 0 || kind >= FAST_KINDS || (fn_len && fn_len != sizeof e->fn) || caller <= 0) {
+        PyErr_SetString(PyExc_ValueError, "fast_set: a kind of reply, functions or caller it does not know");
+        return NULL;
+    }
+    if (kind != FAST_IRIX) {
+        /* The caller's own /proc file, kept open: it names that thread alone
+         * (a later thread given its id has other files), and reads fail once it is gone. */
+        snprintf(path, sizeof path, "/proc/%d/%s", caller, kind == FAST_PCTR ? "stat" : "schedstat");
+        procfd = open(path, O_RDONLY | O_CLOEXEC);
+        if (procfd < 0)
+            return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    }
     e = &fast[fh % FAST_ENTRIES];
     fast_release(e);
-    if (PyObject_GetBuffer(page, &e->page, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(page, &e->page, PyBUF_SIMPLE) < 0) {
+        if (procfd >= 0)
+            close(procfd);
         return NULL;
+    }
     e->listed = fast_nused;
     fast_used[fast_nused++] = (int)(e - fast);
     e->used = 1;
+    e->kind = kind;
+    e->cmd = cmd;
     e->fh = fh;
     e->ino = ino;
     e->pid = pid;
     e->pidfd = pidfd;
     e->caller = caller;
+    e->procfd = procfd;
     e->uid = uid;
     e->gid = gid;
+    if (fn_len)
+        memcpy(e->fn, fn, sizeof e->fn);
     Py_RETURN_NONE;
 }
 
@@ -467,10 +723,10 @@ bridge_fast_clear(PyObject *self, PyObject *unused)
 static PyObject *
 bridge_fast_config(PyObject *self, PyObject *args)
 {
-    unsigned cmd;
+    int on;
     PyObject *fds;
 
-    if (!PyArg_ParseTuple(args, "IO:fast_config", &cmd, &fds))
+    if (!PyArg_ParseTuple(args, "pO:fast_config", &on, &fds))
         return NULL;
     PyObject *seq = PySequence_Fast(fds, "fds must be a sequence");
     if (seq == NULL)
@@ -494,7 +750,7 @@ bridge_fast_config(PyObject *self, PyObject *args)
     }
     Py_DECREF(seq);
     fast_nwatch = (int)n;
-    fast_cmd = cmd;
+    fast_on = on;
     Py_RETURN_NONE;
 }
 
@@ -516,12 +772,12 @@ bridge_fast_answers(PyObject *self, PyObject *unused)
 
 static PyMethodDef bridge_methods[] = {
     {"fast_set", bridge_fast_set, METH_VARARGS,
-     "fast_set(fh, ino, pid, pidfd, caller, uid, gid, page): answer counter reads on fh in C."},
+     "fast_set(fh, ino, kind, cmd, pid, pidfd, caller, uid, gid, page[, fn]): answer cmd on fh in C."},
     {"fast_drop", bridge_fast_drop, METH_VARARGS,
      "fast_drop(fh[, page]): forget fh's mark (or every mark on page)."},
     {"fast_clear", bridge_fast_clear, METH_NOARGS, "fast_clear(): forget every mark."},
     {"fast_config", bridge_fast_config, METH_VARARGS,
-     "fast_config(cmd, fds): the counter read's command, and the descriptors whose news the daemon must see first."},
+     "fast_config(on, fds): reads answered in C or not, and the descriptors whose news the daemon must see first."},
     {"fast_hold", bridge_fast_hold, METH_O, "fast_hold(held): the daemon holds records back (reads go to it)."},
     {"fast_answers", bridge_fast_answers, METH_NOARGS, "fast_answers() -> reads answered in C."},
     {"install", bridge_install, METH_O,

@@ -90,20 +90,21 @@ def follow_ons() -> int:
 
 
 class FastReads:
-    """Counter reads the bridge answers in C, from a process's state page,
-    without calling the handler (see _ioctl_bridge.c, "Reads answered in C").
+    """Counter reads the bridge answers in C, from a state page, without
+    calling the handler (see _ioctl_bridge.c, "Reads answered in C").
 
     The daemon marks a file after answering a read on it (``mark``), for
-    that caller alone, and ``clear``s every mark whenever anything the
-    marks rest on may have changed; the bridge asks the daemon instead
-    whenever ``fds`` (its netlink streams) have news or ``hold`` is on.
-    Marks sit in a table of 1 024 slots indexed by file handle; a handle
-    that lands on a taken slot replaces that mark (its file's reads then go
-    to the daemon until it marks it again).
+    that caller alone and that command, in that form of reply
+    (``hwperfd.node.FAST_*``),
+    and ``clear``s every mark whenever anything the marks rest on may have
+    changed; the bridge asks the daemon instead whenever ``fds`` (its
+    netlink streams) have news or ``hold`` is on.  Marks sit in a table of
+    1 024 slots indexed by file handle; a handle that lands on a taken slot
+    replaces that mark (its file's reads then go to the daemon until it
+    marks it again).
     """
 
-    def __init__(self, cmd: int) -> None:
-        self.cmd = cmd
+    def __init__(self) -> None:
         self.on = False  # only while the daemon follows the kernel's process events
 
     def watch(self, fds: list[int] | None) -> None:
@@ -111,11 +112,19 @@ class FastReads:
         none any more, and no read is answered in C)."""
         self.on = fds is not None
         _ioctl_bridge.fast_clear()
-        _ioctl_bridge.fast_config(self.cmd if self.on else 0, fds or [])
+        _ioctl_bridge.fast_config(self.on, fds or [])
 
-    def mark(self, fh: int, ino: int, pid: int, pidfd: int, caller: int, uid: int, gid: int, page: object) -> None:
+    def mark(self, fh: int, ino: int, kind: int, cmd: int, pid: int, pidfd: int, caller: int, uid: int, gid: int,
+             page: object, functions: bytes = b"") -> None:  # fmt: skip
+        """``cmd`` on ``fh`` by thread ``caller`` as ``uid``/``gid`` answered
+        from ``page``: ``pid``'s (with ``pidfd``, -1 for none: its liveness
+        checked on each read) for ``FAST_IRIX``; otherwise the caller's own
+        thread's or the machine's, with ``functions`` pctr's four words."""
         if self.on:
-            _ioctl_bridge.fast_set(fh, ino, pid, pidfd, caller, uid, gid, page)
+            try:
+                _ioctl_bridge.fast_set(fh, ino, kind, cmd, pid, pidfd, caller, uid, gid, page, functions)
+            except OSError:
+                pass  # the caller is gone: its reads (if any) go to the daemon
 
     def drop(self, fh: int) -> None:
         _ioctl_bridge.fast_drop(fh)

@@ -29,7 +29,9 @@ from hwperfd.counters.kernel import CounterKernel, Signal, ptrace_readable
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import processes
 from hwperfd.counters.threads import ThreadTable
-from hwperfd.node import Call, Changed, Ioctls, Mount, MountFilesFactory, Node, NodeFactory
+from hwperfd.node import (
+    FAST_IRIX, FAST_PCTR, Call, Changed, FastRead, Ioctls, Mount, MountFilesFactory, Node, NodeFactory,
+)  # fmt: skip
 from hwperfd.procfs import commands, pinfo, statepages
 from hwperfd.procfs.boundary import guarded
 from hwperfd.procfs.bridge import FastReads
@@ -191,7 +193,7 @@ class ProcFs(pyfuse3.Operations):
         # Counter reads the bridge may answer in C from a state page, marked
         # per file after a read here; ``quiet(pid)``: nothing of ``pid``'s
         # waits to be applied at its next request (zombies to fold).
-        self.fast = FastReads(self.files.fast_read)
+        self.fast = FastReads()
         self._quiet = quiet
         self._handles: dict[int, Handle] = {}
         self._pages: dict[tuple[int, int], _Page] = {}  # (pid, start) -> text shared by its readers
@@ -506,7 +508,20 @@ class ProcFs(pyfuse3.Operations):
             return
         page = self.state_pages.reading_page(handle.pid, handle.start, uid)
         if page is not None:
-            self.fast.mark(fh, handle.inode, handle.pid, handle.pidfd, caller, uid, gid, page)
+            cmd = self.files.fast_read
+            self.fast.mark(fh, handle.inode, FAST_IRIX, cmd, handle.pid, handle.pidfd, caller, uid, gid, page)
+
+    def _mark_node_read(self, fh: int, ino: int, cmd: int, caller: int, uid: int, gid: int, read: FastRead) -> None:
+        """After a node's read it says the bridge may answer next time
+        (``Changed.fast``): that caller's next ``cmd`` on ``fh`` is answered
+        from the page of the read's context (the daemon's own if the
+        process never asked for one), made or written now."""
+        if self.state_pages is None:
+            return
+        wall = read.kind == FAST_PCTR
+        page = self.state_pages.reading_page(read.ident, None, uid, read.source, thread=not wall, wall=wall)
+        if page is not None:
+            self.fast.mark(fh, ino, read.kind, cmd, caller, -1, caller, uid, gid, page, read.functions)
 
     def _pages_changed(self, pid: int | None) -> None:
         """A request may have changed what ``pid``'s state page (every page: None) shows."""
@@ -713,6 +728,10 @@ class ProcFs(pyfuse3.Operations):
             reply = files.ioctl(call, changed)
         finally:
             self._apply(changed)
+            if not (changed.fast_read or changed.fast):
+                self.fast.clear()  # any other call: every read answered in C goes to the daemon first
         if changed.fast_read and handle is not None:
             self._mark_fast(fh, handle, pid, uid, gid)
+        elif changed.fast is not None:
+            self._mark_node_read(fh, ino, cmd, pid, uid, gid, changed.fast)
         return reply

@@ -85,8 +85,8 @@ class _Page:
     stale: bool = True  # (private) a change to everything passed it by: written again before use
 
     @property
-    def key(self) -> tuple[int, int]:
-        return (0 if self.private else id(self.source), self.pid)
+    def key(self) -> tuple[int, int, bool]:
+        return (id(self.source), self.pid, self.private)
 
 
 # acl_ea_header and acl_ea_entry (linux/posix_acl_xattr.h): version 2, then
@@ -165,8 +165,9 @@ class StatePages:
         self.clock = clock
         self.per_user = per_user
         self._must_ask = must_ask  # reads of this pid must reach the daemon (an armed fault)
-        self._pages: dict[tuple[int, int], _Page] = {}  # (id of the source, or 0: private, context) -> page
-        self._private: dict[int, _Page] = {}  # pid -> the daemon's own page, least recently used first
+        self._pages: dict[tuple[int, int, bool], _Page] = {}  # (id of the source, context, private) -> page
+        # (id of the source, context) -> the daemon's own page, least recently used first
+        self._private: dict[tuple[int, int], _Page] = {}
         self.on_retire: Callable[[mmap.mmap], None] = lambda mapped: None  # before a page's map closes
         self._by_pid: dict[int, list[_Page]] = {}  # context -> its pages (asked on every ioctl)
         self._per_user: Counter[int] = Counter()
@@ -220,8 +221,7 @@ class StatePages:
         with wall time (``HWPERFD_STATE_CLOCK_MONOTONIC``): a CPU's, not a
         process's or a thread's."""
         source = source or self.kernel
-        key = (id(source), pid)
-        page = self._pages.get(key)
+        page = self._pages.get((id(source), pid, False))
         if page is not None and page.start != start:
             self.retire(pid, source)
             page = None
@@ -230,51 +230,73 @@ class StatePages:
                 raise OSError(errno.EINVAL, f"pid {pid} is not counting")
             if not public and self._per_user[uid] >= self.per_user:
                 raise OSError(errno.EAGAIN, f"uid {uid} has {self.per_user} state pages")
-            if not self._real:
-                kind = structs.HWPERFD_STATE_CLOCK_MANUAL
-            elif public or wall:
-                kind = structs.HWPERFD_STATE_CLOCK_MONOTONIC
-            else:
-                kind = structs.HWPERFD_STATE_CLOCK_THREAD if thread else structs.HWPERFD_STATE_CLOCK_PROCESS
-            page = self._make(source, pid, start, -1 if public else uid, kind)
+            page = self._make(source, pid, start, -1 if public else uid, self._kind(thread, public or wall))
             self._publish(page, resplit=True)  # the thread asks: it waits for the answer
             return page.path
         self._publish(page)
         return page.path
 
-    def reading_page(self, pid: int, start: int, reader: int) -> mmap.mmap | None:
-        """A page of process ``pid`` (IRIX's kernel) that reads answered in C
-        may use: the one the process asked for, else the daemon's own, made
-        if need be for the user ``reader``; None if it is not counting."""
-        page = self._pages.get((id(self.kernel), pid))
+    def reading_page(
+        self,
+        pid: int,
+        start: int | None,
+        reader: int,
+        source: PageSource | None = None,
+        *,
+        thread: bool = False,
+        wall: bool = False,
+    ) -> mmap.mmap | None:
+        """A page of context ``pid`` of ``source`` (IRIX's kernel if None)
+        that reads answered in C may use: the one its process asked for,
+        else the daemon's own, made if need be for the user ``reader``; None
+        if it is not counting or its page says "ask the daemon".  ``start``:
+        the context's start time (None: the source's); ``thread`` and
+        ``wall`` name the clock of a page made here, as for ``grant``."""
+        source = source or self.kernel
+        if start is None:
+            identity = source.identity(pid)
+            if identity is None:
+                return None
+            start = identity[0]
+        page = self._pages.get((id(source), pid, False))
         if page is None or page.start != start:
-            page = self._private.pop(pid, None)
+            private = (id(source), pid)
+            page = self._private.pop(private, None)
             if page is not None and page.start != start:
                 self._retire(page)
                 page = None
             if page is None:
-                if self.kernel.snapshot(pid) is None or not self.kernel.is_counting(pid):
+                if source.snapshot(pid) is None or not source.is_counting(pid):
                     return None
                 mine = [each for each in self._private.values() if each.uid == reader]
                 if len(mine) >= PRIVATE_PER_USER:
                     self._retire(mine[0])
                 elif len(self._private) >= PRIVATE_PAGES:
                     self._retire(next(iter(self._private.values())))
-                page = self._make_private(pid, start, reader)
+                page = self._make_private(source, pid, start, reader, self._kind(thread, wall))
             # A change to everything (publish()) passes the daemon's own
             # pages by, as no read is answered from them after one until
-            # this has been called again: written now if one did.
+            # this has been called again: written now if one did.  (A
+            # thread's page is made for that thread's own read: it waits.)
             if page.stale:
-                self._publish(page)
+                self._publish(page, resplit=page.clock == structs.HWPERFD_STATE_CLOCK_THREAD)
                 if self._pages.get(page.key) is not page:
                     return None
-            self._private[pid] = page  # the most recently used last
+            self._private[private] = page  # the most recently used last
         flags = int.from_bytes(page.map[_BODY_OFFSET : _BODY_OFFSET + 4], "little")
         return None if flags & structs.HWPERFD_STATE_FALLBACK else page.map
 
-    def _make_private(self, pid: int, start: int, reader: int) -> _Page:
-        kind = structs.HWPERFD_STATE_CLOCK_PROCESS if self._real else structs.HWPERFD_STATE_CLOCK_MANUAL
-        page = _Page(self.kernel, pid, start, reader, kind, "", -1, mmap.mmap(-1, _SIZE), private=True)
+    def _kind(self, thread: bool, wall: bool) -> int:
+        """The clock of a page (hs_clock): its counts move with the time of a
+        process, of a thread, or with wall time (a CPU's); none under the manual clock."""
+        if not self._real:
+            return structs.HWPERFD_STATE_CLOCK_MANUAL
+        if wall:
+            return structs.HWPERFD_STATE_CLOCK_MONOTONIC
+        return structs.HWPERFD_STATE_CLOCK_THREAD if thread else structs.HWPERFD_STATE_CLOCK_PROCESS
+
+    def _make_private(self, source: PageSource, pid: int, start: int, reader: int, kind: int) -> _Page:
+        page = _Page(source, pid, start, reader, kind, "", -1, mmap.mmap(-1, _SIZE), private=True)
         self._add(page)
         return page
 
@@ -449,7 +471,7 @@ class StatePages:
         else:
             self._by_pid.pop(page.pid, None)
         if page.private:
-            self._private.pop(page.pid, None)
+            self._private.pop((id(page.source), page.pid), None)
         elif page.uid >= 0:
             self._per_user[page.uid] -= 1
             if not self._per_user[page.uid]:

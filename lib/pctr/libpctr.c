@@ -43,23 +43,34 @@ static struct hwperfd_state_reader *page;
 static int page_mapping;	/* a thread is mapping it, or there is none to be had (-1) */
 #define PAGE_SLOTS	(1 + PCTR_NUM)	/* per CPU: the TSC, the counters */
 static char pctr_path[4096];	/* <mount>/pctr, opened again after a restart of the daemon */
+static int pctr_path_error;	/* ENAMETOOLONG: no such path */
+static pthread_once_t pctr_path_once = PTHREAD_ONCE_INIT;
+
+/* The path, written once: threads that make their first read together must
+ * not write it while another opens it (a path caught half rewritten was not
+ * found, ENOENT, from one of 8 threads' first rdpmc now and then). */
+static void pctr_path_init(void)
+{
+    const char *mount = getenv("HWPERFD_MOUNT");
+
+    if (mount == NULL || *mount == '\0')
+        mount = "/run/hwperfd";
+    if (snprintf(pctr_path, sizeof pctr_path, "%s/pctr", mount) >= (int)sizeof pctr_path)
+        pctr_path_error = ENAMETOOLONG;
+}
 
 static int pctr_open(void)
 {
-    char *path = pctr_path;
-    const char *mount;
     int fd;
 
     if (pctr_fd >= 0)
         return pctr_fd;
-    mount = getenv("HWPERFD_MOUNT");
-    if (mount == NULL || *mount == '\0')
-        mount = "/run/hwperfd";
-    if (snprintf(path, sizeof pctr_path, "%s/pctr", mount) >= (int)sizeof pctr_path) {
-        errno = ENAMETOOLONG;
+    pthread_once(&pctr_path_once, pctr_path_init);
+    if (pctr_path_error) {
+        errno = pctr_path_error;
         return -1;
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(pctr_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     /* Another thread may have opened it meanwhile: keep one. */

@@ -42,22 +42,26 @@
 #include "../overflow_timer.h"
 
 /* <mount>/perfctr, made once: a file of it is opened again by this path
-   when the daemon restarts (reconnect.h); NULL if too long. */
+   when the daemon restarts (reconnect.h); NULL if too long.  Made under a
+   once: threads that open their vperfctrs together must not write it while
+   another opens it (a path caught half rewritten is not found). */
+static char node_path_buf[4096];
+static pthread_once_t node_path_once = PTHREAD_ONCE_INIT;
+
+static void node_path_init(void)
+{
+    const char *mount = getenv("HWPERFD_MOUNT");
+
+    if (mount == NULL || *mount == '\0')
+	mount = "/run/hwperfd";
+    if (snprintf(node_path_buf, sizeof node_path_buf, "%s/perfctr", mount) >= (int)sizeof node_path_buf)
+	node_path_buf[0] = '\0';
+}
+
 static const char *node_path(void)
 {
-    static char path[4096];
-    static int made;
-    const char *mount;
-
-    if (!made) {
-	mount = getenv("HWPERFD_MOUNT");
-	if (mount == NULL || *mount == '\0')
-	    mount = "/run/hwperfd";
-	if (snprintf(path, sizeof path, "%s/perfctr", mount) >= (int)sizeof path)
-	    path[0] = '\0';
-	made = 1;
-    }
-    return path[0] ? path : NULL;
+    pthread_once(&node_path_once, node_path_init);
+    return node_path_buf[0] ? node_path_buf : NULL;
 }
 
 static int node_open(void)
