@@ -368,7 +368,6 @@ class SignalSender:
             target.next_look = now + target.backoff
         return progressed
 
-
     @staticmethod
     def _stays_pending(target: _Target, status: _Status, bit: int) -> bool:
         """Whether a signal pending at ``target`` stays pending: the thread
