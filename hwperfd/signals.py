@@ -1,13 +1,19 @@
 """Overflow signals, sent as the kernel sends them at the overflow interrupt.
 
-Standard signals (below SIGRTMIN) do not queue: an overflow whose signal is
-still pending at the target merges with it, as on IRIX, where the kernel
-sent the signal while servicing the interrupt; nothing is kept to send
-later.  Real-time signals queue: the sender keeps a count per process and
-signal and sends the next once the target has taken the previous (so none
-is lost to the daemon's own pace).  Whatever is owed for a signal ends when
-the counters that raise it do (``cancel``: a release, or a control with
-another signal).
+Every overflow owes its own signal, as on IRIX, where the kernel sent one
+while servicing each overflow interrupt (r10k_counters(5)).  The sender
+keeps a count per target and signal and sends the next once the target has
+taken the previous, so none is lost to the daemon's own pace: a look that
+finds two overflows at once sends two signals.  A standard signal (below
+SIGRTMIN) does not queue: an overflow merges with one still pending at the
+target only where the kernel would have merged it at the interrupt - the
+target blocks the signal (in a handler of it, or by its mask), so the
+pending one stays.  One pending and not blocked is on its way (the target
+has not run since it was sent): the next waits for it, as the interrupt,
+taken on the target's own CPU, came only after the earlier signal was
+delivered.  Real-time signals queue and are never merged.  Whatever is
+owed for a signal ends when the counters that raise it do (``cancel``: a
+release, or a control with another signal).
 
 A process is its pid and its start time: every signal goes through a pidfd
 opened on that process, so none can reach a later process that reuses the
@@ -23,7 +29,7 @@ handler would be killed by the real-time signal they come on.
 
 Bounds that keep a client from making the daemon spin or grow: at most
 ``MAX_OWED`` signals are owed per process and signal - beyond that they
-merge, as pending signals did on IRIX; a signal the target ignores is
+merge, as a pending standard signal does; a signal the target ignores is
 dropped at once (delivering it would do nothing); and each target that still
 has the last one pending (blocked, or a slow handler) is looked at less and
 less often, down to once per ``MAX_BACKOFF`` seconds, so a thousand blocked
@@ -74,11 +80,13 @@ class _Target:
 
 @dataclass(frozen=True)
 class _Status:
-    pending: int  # mask of pending signals (thread and shared)
+    pending: int  # mask of signals pending for the thread itself (SigPnd)
     ignored: int
     uids: tuple[int, ...]  # real, effective, saved, fs
     zombie: bool = False  # exited: every signal is discarded
     caught: int = 0  # mask of signals with a handler
+    shared: int = 0  # mask of signals pending for the process (ShdPnd)
+    blocked: int = 0  # the thread's signal mask (SigBlk)
 
 
 def _status(pid: int, tid: int = 0) -> _Status | None:
@@ -88,22 +96,41 @@ def _status(pid: int, tid: int = 0) -> _Status | None:
             data = f.read()
     except OSError:
         return None
-    pending = ignored = 0
+    pending = shared = blocked = ignored = 0
     uids: tuple[int, ...] = ()
     zombie = False
     caught = 0
     for line in data.split(b"\n"):
         if line.startswith(b"State:"):
             zombie = line.split()[1:2] == [b"Z"]
-        elif line.startswith((b"SigPnd:", b"ShdPnd:")):
-            pending |= int(line.split()[1], 16)
+        elif line.startswith(b"SigPnd:"):
+            pending = int(line.split()[1], 16)
+        elif line.startswith(b"ShdPnd:"):
+            shared = int(line.split()[1], 16)
+        elif line.startswith(b"SigBlk:"):
+            blocked = int(line.split()[1], 16)
         elif line.startswith(b"SigIgn:"):
             ignored = int(line.split()[1], 16)
         elif line.startswith(b"SigCgt:"):
             caught = int(line.split()[1], 16)
         elif line.startswith(b"Uid:"):
             uids = tuple(int(x) for x in line.split()[1:])
-    return _Status(pending, ignored, uids, zombie, caught)
+    return _Status(pending, ignored, uids, zombie, caught, shared, blocked)
+
+
+def _every_thread_blocks(pid: int, bit: int) -> bool:
+    """Whether every thread of ``pid`` blocks the signal of ``bit``: a signal
+    pending for the process stays pending only then (the kernel hands it to
+    any thread that does not block it)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tids:
+        status = _status(pid, int(tid))
+        if status is not None and not status.blocked & bit:
+            return False
+    return True
 
 
 def may_signal(owner: tuple[int, int] | None, uids: tuple[int, ...]) -> bool:
@@ -122,7 +149,7 @@ class SignalSender:
         self._by_pid: dict[int, set[tuple[int, int, int]]] = {}
         self._wakeup = trio.Event()
         self.sent = 0
-        self.merged = 0  # owed beyond MAX_OWED, let go
+        self.merged = 0  # merged with one pending and blocked at the target, or owed beyond MAX_OWED
         self.dropped = 0  # owed to processes that went, ignored them, or left the owner's reach
         self.refused = 0  # of those: owed past the per-user target cap
         self.polls = 0
@@ -167,10 +194,9 @@ class SignalSender:
         elif not target.owed.get(owed.signal):
             target.caught_only.add(owed.signal)
         total = target.owed.get(owed.signal, 0) + owed.count
-        bound = MAX_OWED if _queues(owed.signal) else 1
-        if total > bound:
-            self.merged += total - bound
-            total = bound
+        if total > MAX_OWED:
+            self.merged += total - MAX_OWED
+            total = MAX_OWED
         target.owed[owed.signal] = total
         trace.active.signal_owed(owed.pid, owed.tid, owed.signal, owed.count)
         target.next_look, target.backoff = 0.0, MIN_POLL
@@ -305,11 +331,15 @@ class SignalSender:
                 del target.owed[sig]  # a profiling tick nobody records (an exec reset the handler)
                 self.dropped += count
                 continue
-            if status.pending & bit:
-                if not _queues(sig):
-                    del target.owed[sig]  # a standard signal does not queue: merged with the pending one
+            if (status.pending if target.tid else status.shared) & bit:
+                if not _queues(sig) and self._stays_pending(target, status, bit):
+                    # A standard signal does not queue: the kernel merges an
+                    # overflow's with the one pending (kernel/signal.c,
+                    # legacy_queue), which the target blocks.
+                    del target.owed[sig]
                     self.merged += count
-                continue
+                    trace.active.signal_merged(target.pid, target.tid, sig, count)
+                continue  # a real-time signal, or one on its way: the next waits for it
             try:
                 signal.pidfd_send_signal(target.pidfd, sig)
             except ProcessLookupError:
@@ -322,7 +352,6 @@ class SignalSender:
             self.sent += 1
             trace.active.signal_sent(target.pid, target.tid, sig)
             progressed = sent_here = True
-            status = _Status(status.pending | bit, status.ignored, status.uids, status.zombie, status.caught)
             if count <= 1:
                 del target.owed[sig]
             else:
@@ -339,7 +368,16 @@ class SignalSender:
             target.next_look = now + target.backoff
         return progressed
 
+    @staticmethod
+    def _stays_pending(target: _Target, status: _Status, bit: int) -> bool:
+        """Whether a signal pending at ``target`` stays pending: the thread
+        blocks it, or, sent to the process, every thread does.  Pending and
+        not blocked, it is on its way in (delivered when the thread runs)."""
+        if not status.blocked & bit:
+            return False
+        return bool(target.tid) or _every_thread_blocks(target.pid, bit)
+
 
 def _queues(sig: int) -> bool:
-    """Real-time signals queue; standard ones merge while pending."""
+    """Real-time signals queue; standard ones merge while pending and blocked."""
     return sig >= signal.SIGRTMIN

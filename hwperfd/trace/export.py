@@ -196,6 +196,14 @@ class _Builder:
             self.out.append(dict(ph="f", bp="e", name="overflow signal", cat="signal", id=flow, pid=where[0],
                                  tid=where[1], ts=_us(ts)))  # fmt: skip
 
+    def on_merge(self, ts: int, mono: int, f: dict[str, Any]) -> None:
+        where = self.target(f["pid"], f["tid"])
+        self.slice(where, f"signal {f['signal']} merged", ts, SIGNAL_NS, "signal", flows=f["flows"], merged=f["count"],
+                   mono_ns=mono)  # fmt: skip
+        for flow in f["flows"]:
+            self.out.append(dict(ph="f", bp="e", name="overflow signal", cat="signal", id=flow, pid=where[0],
+                                 tid=where[1], ts=_us(ts)))  # fmt: skip
+
     def on_attach(self, ts: int, mono: int, f: dict[str, Any]) -> None:
         self.open[f["ctx"]] = (ts, f"{f['service']} context", dict(service=f["service"]))
 

@@ -37,11 +37,10 @@ MUX_TICK_NS = 10_000_000
 MAX_SEGMENTS = 64
 DEFAULT_SIZE = 100_000
 #: Overflows still waiting for their signal, per target and in all: an
-#: overflow whose signal never goes (merged, dropped) is not kept for ever.
+#: overflow whose signal never goes (dropped: ignored, cancelled, its target
+#: gone) is not kept for ever.
 MAX_PENDING_PER_TARGET = 64
 MAX_PENDING_TARGETS = 4096
-#: Real-time signals queue (one send per overflow); standard ones merge.
-SIGRTMIN = 34
 
 Event = tuple[int, int, str, dict[str, Any]]  # (emulated ns, monotonic ns, kind, fields)
 
@@ -96,6 +95,9 @@ class NullRecorder:
 
     def signal_sent(self, pid: int, tid: int, signal: int) -> None:
         """One owed signal went to its target."""
+
+    def signal_merged(self, pid: int, tid: int, signal: int, count: int) -> None:
+        """``count`` owed standard signals merged with one pending and blocked at the target."""
 
     def forked(self, parent: int, child: int, inherited: bool, generation: int) -> None:
         """``child`` was forked; ``inherited``: it counts under the parent's control."""
@@ -337,27 +339,36 @@ class Recorder(NullRecorder):
         self.record("owe", emulated, monotonic, pid=pid, tid=tid, signal=signal, count=count, flow=self._flow)
 
     def signal_sent(self, pid: int, tid: int, signal: int) -> None:
-        """One send answers the oldest owed overflow (a real-time signal), or
-        every one owed so far (a standard signal merges them)."""
-        queue = self._pending.get((pid, tid, signal))
-        flows = []
+        """One send answers the oldest owed overflow: each overflow owes a
+        signal of its own (hwperfd.signals)."""
+        flows, owed_at = self._answer((pid, tid, signal), 1)
+        now = self.monotonic()
+        lateness = None if owed_at is None else now - owed_at
+        self.record("signal", monotonic=now, pid=pid, tid=tid, signal=signal, flows=flows, lateness_ns=lateness)
+
+    def signal_merged(self, pid: int, tid: int, signal: int, count: int) -> None:
+        self.record("merge", pid=pid, tid=tid, signal=signal, count=count,
+                    flows=self._answer((pid, tid, signal), count)[0])  # fmt: skip
+
+    def _answer(self, key: tuple[int, int, int], count: int) -> tuple[list[int], int | None]:
+        """The flows of the ``count`` oldest overflows owed at ``key``, taken
+        off its queue, and when the first was owed (monotonic ns)."""
+        queue = self._pending.get(key)
+        flows: list[int] = []
         owed_at = None
-        while queue:
+        while queue and count > 0:
             entry = queue[0]
             if owed_at is None:
                 owed_at = entry[2]
             flows.append(entry[0])
-            if signal >= SIGRTMIN and entry[3] > 1:
-                entry[3] -= 1
-                break
-            queue.popleft()
-            if signal >= SIGRTMIN:
-                break
+            taken = min(count, entry[3])
+            count -= taken
+            entry[3] -= taken
+            if not entry[3]:
+                queue.popleft()
         if queue is not None and not queue:
-            del self._pending[(pid, tid, signal)]
-        now = self.monotonic()
-        lateness = None if owed_at is None else now - owed_at
-        self.record("signal", monotonic=now, pid=pid, tid=tid, signal=signal, flows=flows, lateness_ns=lateness)
+            del self._pending[key]
+        return flows, owed_at
 
     # -- process life ------------------------------------------------------------
 

@@ -28,6 +28,7 @@ class Summary:
     lateness_ns: list[int] = field(default_factory=list)
     owed: int = 0
     sent: int = 0
+    merged: int = 0  # with a standard signal pending and blocked at the target
     overflows: int = 0
     refusals: Counter[tuple[str, str]] = field(default_factory=Counter)  # (personality, errno or holder)
     # Occupancy slices for the picture: (track name, start ns, length ns, event, context)
@@ -74,6 +75,8 @@ def summarize(trace: dict[str, Any]) -> Summary:
                 out.sent += 1
                 if args["lateness_ns"] is not None:
                     out.lateness_ns.append(int(args["lateness_ns"]))
+            elif "merged" in args:
+                out.merged += args["merged"]
             else:
                 out.owed += args.get("count", 1)
         elif ph == "X" and cat == "overflow":
@@ -105,7 +108,7 @@ def render(s: Summary, path: str) -> str:
             lines.append(f"  {ctx:<20} {track:<22} {label:<34} {ns / 1e6:>10.3f} {share:>7}")
     lines.append("  (share: of the context's time on a multiplexed counter)")
     lines.append("")
-    lines.append(f"overflows {s.overflows}; signals owed {s.owed}, sent {s.sent}")
+    lines.append(f"overflows {s.overflows}; signals owed {s.owed}, sent {s.sent}, merged {s.merged}")
     if s.lateness_ns:
         marks = ", ".join(f"p{p} {percentile(s.lateness_ns, p) / 1000:.1f}" for p in (50, 90, 99))
         worst = max(s.lateness_ns) / 1000

@@ -10,10 +10,12 @@
  * Overflow signals: the daemon queues si_signo to the owning thread with
  * SI_QUEUE and the overflown-counter mask in si_value (Linux lets no other
  * process queue SI_PMC_OVF).  When a vperfctr is given i-mode counters this
- * library puts its own handler in front of the program's for si_signo; it
- * queues the signal again to the same thread with si_code SI_PMC_OVF and
- * si_pmc_ovf_mask, which then reaches the program's handler as perfctr sent
- * it.  Any other si_signo delivery goes to the program's handler unchanged.
+ * library puts its own handler in front of the program's for si_signo (with
+ * the program's sa_mask, SA_ONSTACK and SA_NODEFER); it calls the program's
+ * SA_SIGINFO handler with si_code SI_PMC_OVF and si_pmc_ovf_mask, as perfctr
+ * sent it, or, for SA_RESETHAND or a handler without SA_SIGINFO, queues the
+ * signal again to the same thread with that siginfo.  Any other si_signo delivery goes to the program's
+ * handler unchanged.
  *
  * Reads of a thread's own counters (vperfctr_read_ctrs, _read_tsc,
  * _read_pmc, _is_running) all go through read_own_state(): from the
@@ -93,6 +95,15 @@ static void overflow_trampoline(int sig, siginfo_t *si, void *uc)
 	info.si_signo = sig;
 	info.si_code = SI_PMC_OVF;
 	info.si_pmc_ovf_mask = (int)((uint64_t)(uintptr_t)si->si_value.sival_ptr & 0xFFFFFFFFu);
+	errno = saved;
+	if ((action->sa_flags & SA_SIGINFO) && action->sa_sigaction != NULL && !(action->sa_flags & SA_RESETHAND)) {
+	    /* This handler runs as the program's would have: on the
+	       program's context, with its sa_mask, stack and deferral.  The
+	       overflow costs the thread no second delivery (CPU time its
+	       frozen counters would not count). */
+	    action->sa_sigaction(sig, &info, uc);
+	    return;
+	}
 	syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid), sig, &info);
 	errno = saved;
 	return;	/* blocked while we run: delivered again on return */
@@ -121,7 +132,9 @@ static void interpose(int sig)
     memset(&ours, 0, sizeof ours);
     ours.sa_sigaction = overflow_trampoline;
     ours.sa_mask = now.sa_mask;
-    ours.sa_flags = SA_SIGINFO | (now.sa_flags & SA_RESTART);
+    /* The program's handler is called from this one: it runs as the
+       program's action asks (its mask, stack and deferral). */
+    ours.sa_flags = SA_SIGINFO | (now.sa_flags & (SA_RESTART | SA_ONSTACK | SA_NODEFER));
     if (sigaction(sig, &ours, NULL) == 0)
 	interposed[sig] = 1;
 }

@@ -1,8 +1,8 @@
-"""The overflow-signal sender on its own: real-time signals queue in a
-bounded backlog, standard ones merge while pending, no busy polling, and
-signals that reach only the process they were armed for.  The backlog tests
-use a real-time signal (RT, as the counted ones here): a standard one never
-has more than one owed."""
+"""The overflow-signal sender on its own: a signal owed per overflow, in a
+bounded backlog, a standard one merging only with one pending and blocked
+at the target, no busy polling, and signals that reach only the process
+they were armed for.  The backlog tests use a real-time signal (RT, as the
+counted ones here), which a blocked target keeps pending without merging."""
 
 import os
 import signal
@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import trio
 
 from hwperfd.counters.kernel import Signal
@@ -65,10 +66,11 @@ def test_owed_signals_are_capped_and_the_rest_merge():
         sender = SignalSender()
         sender.owe(owed(me, MAX_OWED - 10))
         sender.owe(owed(me, 510))
-        sender.owe(owed(me, 3, signal.SIGUSR2))  # a standard signal: one is owed, the rest merge
+        sender.owe(owed(me, 3, signal.SIGUSR2))  # a standard signal too: one owed per overflow
+        sender.owe(owed(me, MAX_OWED, signal.SIGUSR2))
         assert sender.owed(me, RT) == MAX_OWED
-        assert sender.owed(me, signal.SIGUSR2) == 1
-        assert sender.merged == 500 + 2
+        assert sender.owed(me, signal.SIGUSR2) == MAX_OWED
+        assert sender.merged == 500 + 3
         sender.cancel(me, signal.SIGUSR2)  # its counters were released
         assert sender.owed(me, signal.SIGUSR2) == 0 and sender.owed(me, RT) == MAX_OWED
         sender.forget(me)
@@ -200,10 +202,10 @@ def _pending(pid: int, tid: int) -> tuple[int, int]:
     return int(fields["SigPnd"], 16), int(fields["ShdPnd"], 16)
 
 
-def test_a_standard_signal_still_pending_absorbs_the_next_overflows():
+def test_a_standard_signal_pending_and_blocked_absorbs_the_next_overflows():
     """IRIX sent hwp_ovflw_sig from the overflow interrupt; standard signals
-    do not queue, so overflows while one is pending merge into it and
-    nothing is held back to send later."""
+    do not queue, so overflows while one is pending (the target blocks it)
+    merge into it and nothing is held back to send later."""
     child = spawn(BLOCKS_SIGUSR1.replace("signal.SIGRTMIN + 2", "signal.SIGUSR1"))
     try:
         sender = run_sender([owed(child.pid, 1, signal.SIGUSR1)], 0.2)
@@ -292,7 +294,7 @@ def test_ticks_alone_never_reach_a_process_that_does_not_catch_them():
         ticks = Signal(child.pid, processes.read_start(child.pid), None, signal.SIGUSR1, 3, caught_only=True)
         sender = run_sender([ticks], 0.5)
         assert child.poll() is None and sender.sent == 0
-        assert (sender.dropped, sender.merged) == (1, 2)  # a standard signal: one owed, two merged into it
+        assert (sender.dropped, sender.merged) == (3, 0)
     finally:
         child.kill()
         child.wait()
@@ -312,3 +314,103 @@ def test_a_process_whose_start_was_never_learnt_gets_no_signal_at_its_pid():
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+# Each delivery of the signal, as the kernel makes it: CPython's C-level
+# handler writes the signal's number to the wakeup fd once per delivery, where
+# its Python handler may run once for several.
+COUNTS_DELIVERIES = (
+    "import os, signal, sys, threading\n"
+    "r, w = os.pipe()\n"
+    "os.set_blocking(w, False)\n"
+    "signal.set_wakeup_fd(w)\n"
+    "signal.signal(signal.SIGUSR1, lambda *a: None)\n"
+    "SETUP\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "os.set_blocking(r, False)\n"
+    "print(len(os.read(r, 4096)), flush=True)\n"
+)
+
+
+def deliveries(child: subprocess.Popen) -> int:
+    child.stdin.write(b"\n")
+    child.stdin.flush()
+    return int(child.stdout.readline())
+
+
+def test_a_standard_signal_owed_per_overflow_reaches_a_handler_once_per_overflow():
+    """Two overflows found at one look (the daemon late, or a manual clock's
+    advance) each interrupted the program on IRIX, and each interrupt sent
+    its signal: the sender owes one per overflow, sending the next once the
+    target has taken the last, and merges none with a signal the target
+    does not block."""
+    child = spawn(COUNTS_DELIVERIES.replace("SETUP", "pass"))
+    try:
+        sender = run_sender([owed(child.pid, 5, signal.SIGUSR1)], 1.0)
+        assert (sender.sent, sender.merged) == (5, 0)
+        assert deliveries(child) == 5
+    finally:
+        child.kill()
+        child.wait()
+
+
+ANOTHER_THREAD_TAKES_IT = (
+    "done = threading.Event()\n"
+    "t = threading.Thread(target=done.wait, daemon=True)\n"
+    "t.start()\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})"
+)
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.parametrize("setup", ["pass", ANOTHER_THREAD_TAKES_IT], ids=["one thread", "another thread takes it"])
+def test_a_standard_signal_on_its_way_in_is_not_merged_with(setup):
+    """Pending and not blocked, a signal is on its way in (the target has not
+    run since): the kernel would have delivered it before the next overflow
+    interrupt, taken on the target's own CPU.  A stopped process shows it:
+    one is sent, the rest wait for it, none merges; each arrives once it runs.
+    A process's signal is on its way while any thread does not block it
+    (the main thread blocks it in the second case)."""
+    child = spawn(COUNTS_DELIVERIES.replace("SETUP", setup))
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        assert wait_for(lambda: _state(child.pid) == "T")
+
+        async def main():
+            sender = SignalSender()
+            sender.owe(owed(child.pid, 3, signal.SIGUSR1))
+            with trio.move_on_after(0.3):
+                await sender.run()
+            assert (sender.sent, sender.merged, sender.owed(child.pid, signal.SIGUSR1)) == (1, 0, 2)
+            os.kill(child.pid, signal.SIGCONT)
+            with trio.move_on_after(2.0):
+                await sender.run()
+            assert (sender.sent, sender.merged) == (3, 0)
+
+        trio.run(main)
+        assert deliveries(child) == 3
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_signal_merges_only_where_every_thread_blocks_it():
+    """Sent to the process, a standard signal stays pending only while every
+    thread blocks it: then the next overflows merge with it."""
+    child = spawn(COUNTS_DELIVERIES.replace("SETUP", (
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+        "done = threading.Event()\n"
+        "t = threading.Thread(target=done.wait, daemon=True)\n"
+        "t.start()"
+    )))  # fmt: skip
+    try:
+        sender = run_sender([owed(child.pid, 4, signal.SIGUSR1)], 0.3)
+        assert (sender.sent, sender.merged, sender.targets()) == (1, 3, 0)
+    finally:
+        child.kill()
+        child.wait()

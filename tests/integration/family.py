@@ -7,6 +7,8 @@ Commands on stdin, one per line; every answer is one line on stdout:
   reap PID             -> waitpid on an already-exited child; answers "reaped"
   enable SPEC THRESH SIG -> our own counters on slot 0 with a threshold and signal; answers gen
   signals N            -> waits (up to 10 s) for N overflow signals; answers the count
+                          (each delivery, as the kernel made it: CPython may run
+                          its handler once for several)
 """
 
 import os
@@ -19,11 +21,24 @@ sys.path.insert(0, os.environ.get("HWPERFD_SRC", "."))
 
 children: dict[int, int] = {}  # pid -> write end of its pipe
 received = 0
+armed = 0  # the overflow signal
+# CPython's C-level handler writes the signal's number here at each delivery.
+deliveries, woken = os.pipe()
+os.set_blocking(deliveries, False)
+os.set_blocking(woken, False)
 
 
 def on_signal(signum, frame):
+    pass
+
+
+def count() -> int:
     global received
-    received += 1
+    try:
+        received += os.read(deliveries, 4096).count(armed)
+    except BlockingIOError:
+        pass
+    return received
 
 
 def answer(text) -> None:
@@ -61,14 +76,16 @@ for line in sys.stdin:
 
         spec, threshold, sig = map(int, words[1:4])
         if sig:
+            armed = sig
+            signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
             signal.signal(sig, on_signal)
         pc = ProcessCounters()
         answer(pc.enable({0: spec}, {0: threshold}, sig))
     elif verb == "signals":
         deadline = time.monotonic() + 10
-        while received < int(words[1]) and time.monotonic() < deadline:
+        while count() < int(words[1]) and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.2)  # and no more than that
-        answer(received)
+        answer(count())
     elif verb == "quit":
         break

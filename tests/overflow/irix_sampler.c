@@ -57,7 +57,7 @@ struct sampler {
     int fd, index, tid;
     clockid_t clock;		/* the CPU clock its counters count */
     long long period, begin_ns;
-    volatile long signals;
+    long signals;		/* both taken atomically: a process's signal may come to two threads at once */
     long foreign;
     unsigned long long sum;
     unsigned long long reached;	/* the highest count a handler read: the
@@ -108,20 +108,21 @@ static void on_overflow(int sig, siginfo_t *si, void *uc)
     }
     now = clock_ns(s->clock);
     count = cycles(s);
-    if (count > s->reached)
-	s->reached = count;
-    n = s->signals + 1;
+    /* A process's signal may run this in two threads at once. */
+    for (unsigned long long seen = s->reached; count > seen
+	 && !__atomic_compare_exchange_n(&s->reached, &seen, count, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);)
+	;
+    n = __atomic_add_fetch(&s->signals, 1, __ATOMIC_RELAXED);
     if (count < (unsigned long long)(n * s->period))
-	++s->foreign;
-    if (s->signals < MAX_SIGNALS) {
+	__atomic_add_fetch(&s->foreign, 1, __ATOMIC_RELAXED);
+    if (n <= MAX_SIGNALS) {
 	/* Against the latest overflow the count has crossed: a signal found
 	   late may have absorbed the one before. */
 	long long crossed = (long long)count / s->period * s->period;
 
-	s->past[s->signals] = (long long)count - crossed;
-	s->late[s->signals] = now - s->begin_ns - (long long)(crossed * ns_per_cycle);
+	s->past[n - 1] = (long long)count - crossed;
+	s->late[n - 1] = now - s->begin_ns - (long long)(crossed * ns_per_cycle);
     }
-    s->signals = n;
 }
 
 /* Every mode for root; user mode alone otherwise (kernel mode needs root). */

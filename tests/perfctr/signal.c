@@ -1,6 +1,9 @@
 /* Overflow signals with perfctr, written the way perfctr's examples/signal
    does it: a SIGIO handler (SA_SIGINFO) that checks si_code SI_PMC_OVF and
-   the overflown-counter mask, then continues with vperfctr_iresume(). */
+   the overflown-counter mask, then continues with vperfctr_iresume().  With
+   SA_FLAGS=nodefer in the environment the handler is installed with
+   SA_NODEFER; either way it checks that SIGIO is blocked in it exactly when
+   the action says so, as the kernel's delivery does. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,10 +16,15 @@ static struct vperfctr *vperfctr;
 static struct perfctr_info info;
 static volatile sig_atomic_t overflows;
 static volatile unsigned int last_mask;
+static int nodefer;
 
 static void on_sigio(int sig, siginfo_t *si, void *puc)
 {
+    sigset_t now;
+
     (void)puc;
+    if (sigprocmask(SIG_BLOCK, NULL, &now) == 0 && sigismember(&now, SIGIO) == nodefer)
+	printf("%s: unexpected mask: SIGIO %sblocked\n", __func__, nodefer ? "" : "not ");
     if (sig != SIGIO) {
 	printf("%s: unexpected signal %d\n", __func__, sig);
 	return;
@@ -46,7 +54,8 @@ static void do_sigaction(void)
 
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigio;
-    sa.sa_flags = SA_SIGINFO;
+    nodefer = getenv("SA_FLAGS") != NULL && strcmp(getenv("SA_FLAGS"), "nodefer") == 0;
+    sa.sa_flags = SA_SIGINFO | (nodefer ? SA_NODEFER : 0);
     if (sigaction(SIGIO, &sa, NULL) < 0) {
 	perror("sigaction");
 	exit(1);

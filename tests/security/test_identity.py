@@ -21,7 +21,7 @@ from tests.waiting import process_state, wait_for
 MS = 1_000_000
 
 # An unprivileged process that counts cycles with an overflow signal every
-# event, keeps the signal blocked (so owed signals pile up) and waits.
+# event, keeps the signal blocked (one stays pending, the rest merge) and waits.
 ARMED_USER = """
 import os, signal, sys
 from hwperfd.client import ProcessCounters, user
@@ -76,7 +76,7 @@ def victim_report(victim: subprocess.Popen) -> dict:
 def test_owed_overflow_signals_die_with_their_process_and_never_reach_a_root_process_at_its_pid(nobody, manual_mount):
     user = nobody(ARMED_USER)
     pid = int(user.stdout.readline())
-    Control(mount=manual_mount.path).advance(pid, 1 * MS)  # 200 000 overflows: 10 000 owed, one pending
+    Control(mount=manual_mount.path).advance(pid, 1 * MS)  # 200 000 overflows: one pending, the rest merge
     assert wait_for(lambda: "SigPnd" in open(f"/proc/{pid}/status").read())
     end_user_process(user)
     victim = root_python(ROOT_VICTIM, manual_mount, pid)

@@ -128,15 +128,21 @@ def test_the_ring_keeps_the_newest_and_counts_the_rest(now):
     assert any(e["name"] == "2 events dropped" and e["ts"] == 0.002 for e in trace["traceEvents"])
 
 
-def test_a_real_time_signal_answers_one_overflow_a_standard_one_all(rec, now):
-    rec.signal_owed(7, 0, 40, 2)  # two overflows, a queued signal each
-    rec.signal_owed(7, 8, 10, 1)  # a thread's standard signal, owed twice: merged
-    rec.signal_owed(7, 8, 10, 1)
+def test_a_signal_answers_one_overflow_and_a_merge_the_ones_it_absorbed(rec, now):
+    """Each overflow owes a signal of its own, standard or real-time: a send
+    answers the oldest owed; a merge (a standard signal pending and blocked
+    at the target) answers as many as it absorbed."""
+    rec.signal_owed(7, 0, 40, 2)  # two overflows at one look, a signal each
+    rec.signal_owed(7, 8, 10, 1)  # a thread's standard signal, owed three times
+    rec.signal_owed(7, 8, 10, 2)
     for sig, tid in ((40, 0), (40, 0), (10, 8), (40, 0)):
         rec.signal_sent(7, tid, sig)
+    rec.signal_merged(7, 8, 10, 2)  # the other two, with the one the thread blocks
     sent = [(f["tid"], f["signal"], f["flows"], f["lateness_ns"] is not None) for _, f in kinds(rec, "signal")]
-    assert sent == [(0, 40, [1], True), (0, 40, [1], True), (8, 10, [2, 3], True), (0, 40, [], False)]
-    flows = [e for e in export.chrome_trace(rec)["traceEvents"] if e["ph"] in "sf"]
+    assert sent == [(0, 40, [1], True), (0, 40, [1], True), (8, 10, [2], True), (0, 40, [], False)]
+    assert [(f["tid"], f["count"], f["flows"]) for _, f in kinds(rec, "merge")] == [(8, 2, [3])]
+    trace = export.chrome_trace(rec)
+    flows = [e for e in trace["traceEvents"] if e["ph"] in "sf"]
     assert [(e["ph"], e["id"], e["tid"]) for e in flows] == [
         ("s", 1, 7),
         ("s", 2, 8),
@@ -146,6 +152,8 @@ def test_a_real_time_signal_answers_one_overflow_a_standard_one_all(rec, now):
         ("f", 2, 8),
         ("f", 3, 8),
     ]
+    (merged,) = [e for e in trace["traceEvents"] if e["name"] == "signal 10 merged"]
+    assert merged["args"]["merged"] == 2
 
 
 def test_a_thread_context_is_drawn_on_its_own_tracks(rec, now):
