@@ -19,10 +19,20 @@ leaves its worker behind; later reads of the same process answer EAGAIN at
 once until that worker returns.  Left-behind workers are bounded per user
 of the stuck process and in all (EAGAIN past either): a user can stall
 reads of their own processes, not the daemon.
+
+A stat of the very thread a request is served for (``caller``) is read
+directly: that thread waits in the request, so its thread group is not
+past de_thread(), where execve() takes exec_update_lock, and what execve
+holds before (cred_guard_mutex, while de_thread() waits for the other
+threads) stat does not take (measured: a thread held in FLUSH keeps its
+process's exec in de_thread, and every stat of it reads at once).  A
+thread's own open of its process file (PAPI's, once per thread it counts)
+then costs no hand-over to a worker.
 """
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import os
 import queue
@@ -55,6 +65,10 @@ _IDLE_KEPT = 2
 #: only counters and lists under spinlocks).
 _NEVER_BLOCK = frozenset({"status", "schedstat", "comm", "children"})
 
+#: The thread (tid) the request being served was made by, 0 for none: the
+#: FUSE boundary sets it for each request that names its caller.
+caller: contextvars.ContextVar[int] = contextvars.ContextVar("procread_caller", default=0)
+
 
 class Stalled(BlockingIOError):
     """The process is stuck where its /proc files wait for it (EAGAIN)."""
@@ -72,7 +86,17 @@ def may_block(path: str, dir_fd: int | None) -> bool:
         return False  # /proc/stat, /proc/self/..., /proc/sys/...
     if path.startswith(f"/proc/{os.getpid()}/"):
         return False
-    return path.rpartition("/")[2] not in _NEVER_BLOCK
+    name = path.rpartition("/")[2]
+    if name == "stat" and (tid := caller.get()) and _names_task(path, tid):
+        return False
+    return name not in _NEVER_BLOCK
+
+
+def _names_task(path: str, tid: int) -> bool:
+    """``/proc/<tid>/...`` or ``/proc/<pid>/task/<tid>/...``: a file of that task."""
+    parts = path.split("/")
+    own = str(tid)
+    return parts[2] == own or (len(parts) > 4 and parts[3] == "task" and parts[4] == own)
 
 
 def _dir_path(dir_fd: int) -> str:

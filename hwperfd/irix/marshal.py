@@ -21,6 +21,8 @@ CNTR = structs.hwperf_cntr_t.compile()
 _CNTR_PACK = struct.Struct(f"<{structs.HWPERF_EVENTMAX}Q")
 assert _CNTR_PACK.size == structs.hwperf_cntr_t.sizeof()
 EVENTCTRL = structs.hwperf_eventctrl_t.compile()
+_CTRL_PACK = struct.Struct(f"<{structs.HWPERF_EVENTMAX}H")
+assert _CTRL_PACK.size == structs.hwperf_eventctrl_t.sizeof()
 PROFEVCTRARG = structs.hwperf_profevctrarg_t
 PRUSAGE = structs.hwperf_prusage_t
 CPUCNTRS_ARG = structs.hwperf_cpucntrs_arg_t
@@ -89,7 +91,10 @@ def build_counts(counts: tuple[int, ...]) -> bytes:
 
 
 def build_eventctrl(request: CounterRequest) -> bytes:
-    return EVENTCTRL.build(dict(hwp_evctrl=[_ctrl(s) for s in request.specs]))
+    # A spec is the hwperf_ctrl_t word itself (bit-fields hwp_ev 15-5,
+    # hwp_ie 4, hwp_mode 3-0 fill its 16 bits): packed as they are, as
+    # PIOCGETEVCTRL answers once per PAPI thread registration.
+    return _CTRL_PACK.pack(*[s & 0xFFFF for s in request.specs])
 
 
 def _ctrl(spec: int) -> dict:

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import pyfuse3
 
 import hwperfd.lograte as lograte  # noqa: PLR0402 - the layering test reads module names
+from hwperfd.host import procread
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,14 @@ def _uid_of(op: str, self: Any, args: tuple, kwargs: dict) -> int:
     return lograte.UNKNOWN_UID if uid is None else uid
 
 
+def _caller_of(op: str, args: tuple, kwargs: dict) -> int:
+    """The tid a request with a RequestContext was made by (0: not known)."""
+    if op not in _WITH_CTX:
+        return 0
+    ctx = kwargs.get("ctx", args[-1] if args else None)
+    return getattr(ctx, "pid", 0) or 0
+
+
 def _openers(self: Any) -> dict[int, int]:
     """fh -> uid of the process that opened it, kept beside the handler's own state."""
     try:
@@ -76,6 +85,7 @@ def _wrap_async(op: str, method: Callable) -> Callable:
     @functools.wraps(method)
     async def handler(self: Any, *args: Any, **kwargs: Any) -> Any:
         token = lograte.client_uid.set(_uid_of(op, self, args, kwargs))
+        caller = procread.caller.set(_caller_of(op, args, kwargs))
         try:
             result = await method(self, *args, **kwargs)
         except pyfuse3.FUSEError:
@@ -83,6 +93,7 @@ def _wrap_async(op: str, method: Callable) -> Callable:
         except Exception as exc:  # noqa: BLE001 - the point: no exception leaves a request
             raise pyfuse3.FUSEError(answer(op, exc)) from None
         finally:
+            procread.caller.reset(caller)
             lograte.client_uid.reset(token)
         if op == "open":
             _openers(self)[result.fh] = _uid_of(op, self, args, kwargs)
@@ -99,6 +110,7 @@ def _wrap_ioctl(method: Callable) -> Callable:
     def handler(self: Any, ino: int, fh: int, cmd: int, arg: int, data: bytes, out_size: int,
                 flags: int, pid: int, uid: int, gid: int) -> tuple[int, bytes]:  # fmt: skip
         token = lograte.client_uid.set(uid)
+        caller = procread.caller.set(pid)
         try:
             return method(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
         except OSError as exc:
@@ -108,6 +120,7 @@ def _wrap_ioctl(method: Callable) -> Callable:
         except Exception as exc:  # noqa: BLE001 - the point: no exception leaves a request
             raise OSError(answer(f"ioctl {cmd:#x}", exc), os.strerror(errno.EIO)) from None
         finally:
+            procread.caller.reset(caller)
             lograte.client_uid.reset(token)
 
     return handler

@@ -51,3 +51,37 @@ def test_a_read_that_costs_too_much_cpu_answers_eagain(monkeypatch):
     monkeypatch.setattr(procread, "_read_direct", costly)
     with pytest.raises(procread.Stalled):
         pool.read(target, None)
+
+
+def test_a_stat_of_the_thread_a_request_is_for_is_read_without_a_worker(monkeypatch):
+    """The thread a request is served for waits in it, so its process is not
+    past de_thread() in an execve(), where exec_update_lock is taken: its
+    own stat, by pid or through /proc/<pid>/task/<tid>, is read directly (a
+    PAPI thread's registration opens its process file every time).  Another
+    task's stat, and the caller's own files that take other locks (maps:
+    the mmap lock a sibling's fault may hold), still go to a worker."""
+    caller = _other_pid()
+    to_workers: list[str] = []
+
+    def pooled(self, path, dir_fd):
+        to_workers.append(path if dir_fd is None else f"{dir_fd}:{path}")
+        return b""
+
+    monkeypatch.setattr(procread._Pool, "read", pooled)
+    token = procread.caller.set(caller)
+    try:
+        assert procread.read(f"/proc/{caller}/stat").startswith(f"{caller} (".encode())
+        assert procread.read(f"/proc/{caller}/task/{caller}/stat").startswith(f"{caller} (".encode())
+        folder = os.open(f"/proc/{caller}", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert procread.read(f"task/{caller}/stat", folder).startswith(f"{caller} (".encode())
+        finally:
+            os.close(folder)
+        assert to_workers == []
+        procread.read("/proc/1/stat")
+        procread.read(f"/proc/{caller}/maps")
+        assert to_workers == ["/proc/1/stat", f"/proc/{caller}/maps"]
+    finally:
+        procread.caller.reset(token)
+    procread.read(f"/proc/{caller}/stat")  # no request: a worker's
+    assert to_workers[-1] == f"/proc/{caller}/stat"
