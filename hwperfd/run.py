@@ -8,11 +8,8 @@ On an x86 model it also tells libpfm 3 (which PAPI's perfctr component
 uses to name events) which CPU the mount emulates, ``LIBPFM_FORCE_PMU``,
 unless the user has set it: libpfm asks the host's own CPUID otherwise.
 
-OpenMP threads wait passively (``OMP_WAIT_POLICY=passive``) unless the user
-has chosen how they wait: a counter call is served by the daemon, which
-needs a CPU, where the original systems served it on the calling CPU; a
-runtime spinning at a barrier while another thread waits in such a call
-takes the CPU that would answer it.
+It changes nothing else of the program's environment: how its threads
+wait, spin or run is what the program counts.
 """
 
 from __future__ import annotations
@@ -23,11 +20,6 @@ import sys
 from pathlib import Path
 
 USAGE = "usage: hwperfd-run PROGRAM [ARGS...]"
-
-
-#: How a user chooses the way OpenMP threads wait: the standard variable
-#: and the spin limits of GNU's and LLVM's/Intel's runtimes.
-OPENMP_WAITS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 
 def preload_library() -> Path:
@@ -80,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
             pmu = None  # no daemon there: the program will say so itself
         if pmu is not None:
             env["LIBPFM_FORCE_PMU"] = pmu
-    if not any(name in env for name in OPENMP_WAITS):
-        env["OMP_WAIT_POLICY"] = "passive"
     try:
         os.execvpe(args[0], args, env)
     except OSError as exc:
