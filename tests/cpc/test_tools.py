@@ -98,7 +98,7 @@ def test_cputrack_reports_forks_and_follows_them_with_f(sparc):
     out, err = track.communicate("\n", timeout=TIMEOUT)
     assert track.returncode == 0, err
     forks = [r for r in out.splitlines() if " fork " in r]
-    assert len(forks) == 1 and re.search(r" # \d+$", forks[0])
+    assert len(forks) == 1 and re.search(r" # \d+$", forks[0]), (out, err)
     sleeper = int(forks[0].rsplit("#", 1)[1])
     assert any(r.split()[1] == str(sleeper) and " exit " in r for r in out.splitlines())
 
