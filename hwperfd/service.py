@@ -103,8 +103,12 @@ RESTORE_AT_START = 64
 PUT_BACK_SLICE = 0.002
 # The set-up store's journal goes into its database this long after its
 # first entry since the last time (hwperfd/counters/store.py): whatever
-# number of calls changed a record meanwhile, it is written once.
-STORE_FLUSH_DELAY = 0.05
+# number of calls changed a record meanwhile, it is written once.  The
+# journal alone survives a kill; the flush only bounds it (and a start's
+# reading of it), so it waits long enough to cost a busy daemon's calls
+# little: at 50 ms, a flush of one record fell every 15 calls of a program
+# setting its controls and took a third of the store's cost of a call.
+STORE_FLUSH_DELAY = 1.0
 
 
 def store_name(mount: str) -> str:
@@ -303,8 +307,20 @@ class Daemon:
             f"the last checked {self.swept[0]} of {len(self.kernel.known())} processes "
             f"in {self.swept[1] / 1e6:.1f} ms of CPU",
             f"counter reads answered from state pages in the bridge: {self.fs.fast.answered()}",
+            self._store_status(),
             trace_session.status(),
         ]
+
+    def _store_status(self) -> str:
+        durable = getattr(self, "durable", None)
+        if durable is None:
+            return "set-up store off"
+        # What the store costs: records compared against what was last written
+        # grow with what calls change, never with what a process holds.
+        return (
+            f"set-up store: {durable.writes} writes of {durable.records} records, "
+            f"{durable.looked} thread records compared"
+        )
 
     def _refilter(self) -> None:
         """Let through the thread events of the processes with thread
@@ -731,11 +747,16 @@ class Daemon:
         finally:
             self._answering = False
             if self.durable is not None:
-                self._record_setup((pid, target) if 0 < target < MAX_PID_INODE else (pid,))
+                self._record_setup(
+                    (pid, target) if 0 < target < MAX_PID_INODE else (pid,), nodes=ino in self.fs.nodes
+                )
 
-    def _record_setup(self, pids: Iterable[int] = (), *, all_pids: bool = False) -> None:
+    def _record_setup(self, pids: Iterable[int] = (), *, all_pids: bool = False, nodes: bool = True) -> None:
         """Write the set-up of ``pids`` (and of every pid let go or changed
-        since the last write) that changed; all of it if ``all_pids``."""
+        since the last write) that changed; all of it if ``all_pids``.
+        ``nodes``: the personalities' records (perfctr, libcpc, pctr) may
+        have changed besides the thread contexts the thread table names; a
+        call on a process file changes none of theirs."""
         if self.durable is None:
             return
         dirty, self._dirty = self._dirty, set()
@@ -745,8 +766,9 @@ class Daemon:
             if all_pids:
                 self.durable.sync_all()
             self.durable.sync(dirty, overflowed)
-            dirty |= self.threads.take_touched()
-            self.durable.sync_sources(None if all_pids else dirty)
+            touched = self.threads.take_touched()
+            if nodes or touched or all_pids:
+                self.durable.sync_sources(None if all_pids else dirty | touched)
         except BlockingIOError as exc:
             # A process stuck where its /proc files wait (hwperfd.host.procread):
             # what was to be written waits for the next write, not lost.

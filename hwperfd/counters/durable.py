@@ -29,7 +29,7 @@ from hwperfd.counters.kernel import (
     _SystemRecord,
 )
 from hwperfd.counters.request import CounterRequest
-from hwperfd.counters.store import SetupRecord, SetupStore
+from hwperfd.counters.store import Live, SetupRecord, SetupStore
 from hwperfd.cpu.pmu import CounterState
 from hwperfd.cpu.profiles import WorkloadProfile
 
@@ -49,13 +49,15 @@ class Item(NamedTuple):
     """One record of a personality's set-up as it stands: whose it is
     (``pid`` and ``start``, 0 for the machine's), ``fingerprint`` (what it
     holds besides counts that move with CPU time: a change is worth a
-    write) and ``encode()`` (its stored form, made only when written)."""
+    write), ``encode()`` (its stored form, made only when written) and
+    ``tid``, the thread whose context it is (0: the machine's)."""
 
     pid: int
     start: int
     uid: int
     fingerprint: Any
     encode: Callable[[], Any]
+    tid: int = 0
 
 
 class SetupSource(Protocol):
@@ -63,9 +65,13 @@ class SetupSource(Protocol):
 
     kind: str
 
-    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
-        """Its records now: those of ``pids`` (processes, or threads) and the
-        machine's; every one if None."""
+    def setup(self, tids: Collection[int] | None) -> dict[str, Item]:
+        """Its records now: those of the contexts on the threads ``tids`` and
+        the machine's; every one if None.  A context's record changes only
+        through its thread's calls, calls that name it, and the thread
+        table's own events (``ThreadTable.touched``), so a call costs what it
+        changed, not what its process holds (PAPI's pthrtough2: 2 000
+        threads, each with its vperfctr)."""
         ...
 
     def restore_setup(self, key: str, pid: int, start: int, body: Any) -> bool:
@@ -133,9 +139,11 @@ class DurableSetup:
         self._system_written: tuple[Any, ...] | None = None
         self._clock_written: Any = None
         self.writes = 0
+        self.records = 0  # records written (put or dropped)
+        self.looked = 0  # the sources' records compared with what was last written
         self.sources: list[SetupSource] = []
-        # kind -> key -> (pid, fingerprint) last written for each source's
-        # record, and kind -> pid -> its keys (what a sync of some pids may drop)
+        # kind -> key -> (tid, fingerprint) last written for each source's
+        # record, and kind -> tid -> its keys (what a sync of some threads may drop)
         self._source_written: dict[str, dict[str, tuple[int, Any]]] = {}
         self._source_keys: dict[str, dict[int, set[str]]] = {}
         self._loaded: list[SetupRecord] | None = None
@@ -148,45 +156,48 @@ class DurableSetup:
     def add_source(self, source: SetupSource) -> None:
         self.sources.append(source)
 
-    def sync_sources(self, pids: Collection[int] | None) -> None:
-        """Write what changed of the sources' records of ``pids`` (and the
-        machine's), and drop the records gone; all of them if None."""
+    def sync_sources(self, tids: Collection[int] | None) -> None:
+        """Write what changed of the sources' records of the contexts on the
+        threads ``tids`` (and the machine's), and drop the records gone; all
+        of them if None.  ``looked`` counts the records compared."""
         put: list[SetupRecord] = []
         drop: list[tuple[str, str]] = []
         for source in self.sources:
             kind = source.kind
             written = self._source_written.setdefault(kind, {})
-            by_pid = self._source_keys.setdefault(kind, {})
-            items = source.setup(pids)
+            by_tid = self._source_keys.setdefault(kind, {})
+            items = source.setup(tids)
             if not items and not written:
                 continue
+            self.looked += len(items)
             for key, item in items.items():
                 old = written.get(key)
                 if old is not None and old[1] == item.fingerprint:
                     continue
-                if old is not None and old[0] != item.pid:
-                    self._unindex(by_pid, old[0], key)
-                written[key] = (item.pid, item.fingerprint)
-                by_pid.setdefault(item.pid, set()).add(key)
+                if old is not None and old[0] != item.tid:
+                    self._unindex(by_tid, old[0], key)
+                written[key] = (item.tid, item.fingerprint)
+                by_tid.setdefault(item.tid, set()).add(key)
                 put.append(SetupRecord(kind, key, item.pid, item.start, item.uid, item.encode()))
-            if pids is None:
+            if tids is None:
                 gone = [key for key in written if key not in items]
             else:
-                gone = [key for pid in {0, *pids} for key in by_pid.get(pid, ()) if key not in items]
+                gone = [key for tid in {0, *tids} for key in by_tid.get(tid, ()) if key not in items]
             for key in gone:
-                self._unindex(by_pid, written.pop(key)[0], key)
+                self._unindex(by_tid, written.pop(key)[0], key)
                 drop.append((kind, key))
         if put or drop:
             self.store.write(put, drop)
             self.writes += 1
+            self.records += len(put) + len(drop)
 
     @staticmethod
-    def _unindex(by_pid: dict[int, set[str]], pid: int, key: str) -> None:
-        keys = by_pid.get(pid)
+    def _unindex(by_tid: dict[int, set[str]], tid: int, key: str) -> None:
+        keys = by_tid.get(tid)
         if keys is not None:
             keys.discard(key)
             if not keys:
-                del by_pid[pid]
+                del by_tid[tid]
 
     def restore_sources(self) -> None:
         """Put back the sources' records (after ``restore``, which read them).
@@ -245,12 +256,13 @@ class DurableSetup:
                     0,  # system mode is syssgi's: no process owns it
                     0,
                     0,
-                    {"system": codec.encode(system), "generation": kernel._system_generation},
+                    Live(system=system, generation=kernel._system_generation),
                 )
             )
         if put or drop:
             self.store.write(put, drop)
             self.writes += 1
+            self.records += len(put) + len(drop)
 
     def sync_all(self) -> None:
         """Every record the kernel holds, and those it let go."""
@@ -274,7 +286,7 @@ class DurableSetup:
         if not start:
             start = self._read_start(pid) or 0
         owner = record.owner if record is not None else None
-        body = {"record": codec.encode(record), "profile": codec.encode(profile)}
+        body = Live(record=record, profile=profile)
         parent = record.parent if record is not None else 0
         return SetupRecord(PROCESS, str(pid), pid, start, owner[0] if owner else 0, body, parent)
 

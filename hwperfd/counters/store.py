@@ -37,8 +37,9 @@ import os
 import sqlite3
 import struct
 import zlib
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
+
+from hwperfd.counters import codec
 
 log = logging.getLogger("hwperfd")
 
@@ -80,15 +81,23 @@ _HEADER = struct.Struct("<4sIQ8s")
 _FRAME = struct.Struct("<8sQI")  # salt, sequence number, length; then the CRC-32
 _CRC = struct.Struct("<I")
 _ENTRY = _FRAME.size + _CRC.size
-_VERSION = 3
+_VERSION = 4
+_READS = (3, 4)  # 3: bodies in their JSON forms only (no ``Live`` ones)
 _JOURNAL_SPACE = (1 << 20) + (64 << 10)  # allocated at the start: JOURNAL_FLUSH and the entry past it
 _MARSHAL = 4  # marshal's format: the journal is read back by the same daemon's successor
 JOURNAL_FLUSH = 1 << 20  # bytes of journal past which a write flushes it at once
 _ENTRY_MAX = 16 << 20  # no record comes near it: a length past it is damage
+_LIVE = "live"  # a body packed from a ``Live`` one: (_LIVE, {name: packed form})
 
 
-@dataclass(frozen=True)
-class SetupRecord:
+class Live(dict[str, Any]):
+    """A record's body as named values of the counter layer, not yet in their
+    stored forms: ``write`` packs them for the journal (``codec.pack``) and
+    their JSON forms (``codec.encode``, what the database and ``load`` hold:
+    ``{name: encode(value)}``) are made at the flush, off the call's path."""
+
+
+class SetupRecord(NamedTuple):
     """One piece of set-up: ``kind`` says whose (``irix-process``,
     ``irix-system``, ...) and ``key`` which; ``pid`` and ``start`` name the
     process it belongs to (0: none), which must still be the same process
@@ -118,8 +127,31 @@ def _row(kind: str, key: str, pid: int, start: int, uid: int, parent: int, form:
     """A record's row in the database: its form as JSON, and the checksum."""
     if not all(type(v) is int for v in (pid, start, uid, parent)):
         raise TypeError("bad column types")
+    if type(form) is tuple:  # a Live body, packed (a JSON form has no tuples)
+        if len(form) != 2 or form[0] != _LIVE or type(form[1]) is not dict:
+            raise codec.CodecError("not a packed body")
+        form = {name: codec.encode(codec.unpack(value)) for name, value in form[1].items()}
     body = _to_json(form)
     return (kind, key, pid, start, uid, body, _crc(kind, key, pid, start, uid, body), parent)
+
+
+def _items(records: list[SetupRecord], drop: Iterable[tuple[str, str]], *, exact: bool) -> tuple[Any, ...]:
+    """A journal entry's items: (kind, key, pid, start, uid, parent, body) of
+    each record (a ``Live`` body packed), (kind, key) of each deleted."""
+    items: list[tuple[Any, ...]] = []
+    for r in records:
+        body = r.body
+        if type(body) is Live:
+            try:
+                body = (_LIVE, {name: value if value is None else codec.pack(value, exact=exact)
+                                for name, value in body.items()})
+            except (TypeError, AttributeError) as exc:  # a value not of its field's declared type
+                if exact:
+                    raise
+                raise ValueError(exc) from exc
+        items.append((r.kind, r.key, r.pid, r.start, r.uid, r.parent, body))
+    items += [(kind, key) for kind, key in drop]
+    return tuple(items)
 
 
 class SetupStore:
@@ -170,10 +202,10 @@ class SetupStore:
         epoch = flushed
         if len(data) >= _HEADER.size:
             magic, version, found, salt = _HEADER.unpack_from(data)
-            if magic == _MAGIC and version == _VERSION and found > flushed:
+            if magic == _MAGIC and version in _READS and found > flushed:
                 epoch = found
                 self._take_in(data, found, salt)
-            elif magic != _MAGIC or version != _VERSION:
+            elif magic != _MAGIC or version not in _READS:
                 log.warning("set-up journal %s refused: not a journal of this daemon's", self.journal)
         return self._begin(epoch + 1), _HEADER.size
 
@@ -283,8 +315,12 @@ class SetupStore:
                 payload, i = where
                 items = loaded.get(id(payload))
                 if items is None:
-                    items = loaded[id(payload)] = marshal.loads(payload)  # a copy: a form may share live lists
-                rows.append(_row(*items[i]))
+                    items = loaded[id(payload)] = marshal.loads(payload)
+                try:
+                    rows.append(_row(*items[i]))
+                except (ValueError, TypeError) as exc:  # a value the codec could pack but not store
+                    log.warning("set-up record %s/%s refused: %s", kind, key, exc)
+                    self.refused += 1
         self._commit(rows, gone, self._epoch)
         self._unflushed.clear()
         self._epoch = self._begin(self._epoch + 1)
@@ -395,11 +431,15 @@ class SetupStore:
         """Put ``records`` (replacing those of the same kind and key) and
         delete ``drop`` (kind, key) pairs: one entry appended to the journal,
         in the kernel's page cache on return (the database takes it at ``flush``)."""
-        items: list[tuple[Any, ...]] = [(r.kind, r.key, r.pid, r.start, r.uid, r.parent, r.body) for r in records]
-        items += [(kind, key) for kind, key in drop]
-        if not items:
+        records, drop = list(records), list(drop)
+        if not records and not drop:
             return
-        payload = marshal.dumps(tuple(items), _MARSHAL)
+        try:
+            items = _items(records, drop, exact=False)
+            payload = marshal.dumps(items, _MARSHAL)  # a copy: packed forms share the values' lists
+        except ValueError:  # a value not of its field's declared type: packed by its own
+            items = _items(records, drop, exact=True)
+            payload = marshal.dumps(items, _MARSHAL)
         frame = _FRAME.pack(self._salt, self._seq, len(payload))
         data = b"".join((frame, _CRC.pack(zlib.crc32(payload, zlib.crc32(frame))), payload))
         if os.pwrite(self._journal, data, self._end) != len(data):

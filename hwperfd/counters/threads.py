@@ -204,8 +204,8 @@ class ThreadTable:
         self._heap: list[tuple[int, int, ThreadContext]] = []
         self._unscheduled: dict[ThreadContext, None] = {}
         self._entries = itertools.count()  # ties in the heap go by entry, never by context
-        #: Processes whose contexts came, went or overflowed since the set-up
-        #: store last looked (``take_touched``).
+        #: Threads whose contexts came, went, overflowed or were kept across
+        #: an exec since the set-up store last looked (``take_touched``).
         self.touched: set[int] = set()
         #: Called when a process gains its first context or loses its last:
         #: thread events of other processes need not reach the table.
@@ -293,19 +293,12 @@ class ThreadTable:
                 if service is None or ctx.service == service:
                     yield ctx
 
-    def in_scope(self, service: str, ids: Iterable[int]) -> list[ThreadContext]:
-        """The service's contexts on the threads, or of the processes, ``ids`` names."""
-        found: dict[int, ThreadContext] = {}
-        by_tid, by_pid = self._books.by_tid, self._books.by_pid
-        for i in ids:
-            ctx = by_tid.get(i, {}).get(service)
-            if ctx is not None:
-                found[ctx.tid] = ctx
-            for tid in by_pid.get(i, ()):
-                ctx = by_tid.get(tid, {}).get(service)
-                if ctx is not None and ctx.pid == i:
-                    found[tid] = ctx
-        return list(found.values())
+    def on_threads(self, service: str, tids: Iterable[int]) -> list[ThreadContext]:
+        """The service's contexts on the threads ``tids`` (not the other
+        threads of a process whose main thread is named)."""
+        by_tid = self._books.by_tid
+        found = [by_tid[tid].get(service) for tid in tids if tid in by_tid]
+        return [ctx for ctx in found if ctx is not None]
 
     def of_process(self, pid: int) -> list[ThreadContext]:
         return self._of_process(pid)
@@ -379,7 +372,7 @@ class ThreadTable:
             trace.active.ran_thread(ctx, user + system, mask)
             hooks = self._hooks.get(ctx.service)
             if mask:
-                self.touched.add(ctx.pid)
+                self.touched.add(ctx.tid)
             if mask and hooks is not None and hooks.on_overflow is not None:
                 hooks.on_overflow(ctx, mask)
         return True
@@ -571,7 +564,9 @@ class ThreadTable:
                 continue
             hooks = self._hooks.get(ctx.service)
             keep = hooks is not None and hooks.on_exec is not None and hooks.on_exec(ctx)
-            if not keep:
+            if keep:
+                self.touched.add(ctx.tid)  # the service may have changed it (libcpc notes the exec)
+            else:
                 self._end(ctx)
                 ended += 1
         return ended
@@ -585,7 +580,7 @@ class ThreadTable:
         ]
 
     def _add(self, ctx: ThreadContext) -> None:
-        self.touched.add(ctx.pid)
+        self.touched.add(ctx.tid)
         self._unscheduled[ctx] = None  # never looked at: due at once
         ctx.cpu.on_change = lambda: self._unscheduled.__setitem__(ctx, None)
         self._books.by_tid.setdefault(ctx.tid, {})[ctx.service] = ctx
@@ -610,7 +605,7 @@ class ThreadTable:
         self._unscheduled.pop(ctx, None)
         ctx.cpu.on_change = None
         trace.active.detached(ctx)
-        self.touched.add(ctx.pid)
+        self.touched.add(ctx.tid)
         if not per_service:
             del self._books.by_tid[ctx.tid]
             self.clock.forget_thread(ctx.tid)  # nothing counts this thread any more

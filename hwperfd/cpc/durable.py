@@ -32,17 +32,17 @@ def _set_fingerprint(bset: BoundSet) -> tuple[Any, ...]:
             tuple(r.preset for r in bset.requests))  # fmt: skip
 
 
-def setup(device: CpcDevice, ids: Collection[int] | None) -> dict[str, Item]:
+def setup(device: CpcDevice, tids: Collection[int] | None) -> dict[str, Item]:
     items: dict[str, Item] = {}
     threads = device.threads
     if threads is not None:
-        for ctx in threads.contexts(SERVICE) if ids is None else threads.in_scope(SERVICE, ids):
+        for ctx in threads.contexts(SERVICE) if tids is None else threads.on_threads(SERVICE, tids):
             binding = ctx.data
             if isinstance(binding, LwpBinding):
                 fp = (id(ctx), id(binding), ctx.cpu.version, ctx.running, binding.deferred, len(binding.execs),
                       *_set_fingerprint(binding.set))  # fmt: skip
                 items[f"l{ctx.tid}"] = Item(ctx.pid, ctx.start, ctx.owner, fp,
-                                            lambda ctx=ctx: _lwp_form(device, ctx))  # type: ignore[misc]
+                                            lambda ctx=ctx: _lwp_form(device, ctx), ctx.tid)  # type: ignore[misc]
     if device.cpu_bindings:
         fp = tuple((cpu, id(b), b.holder, *_set_fingerprint(b.set)) for cpu, b in sorted(device.cpu_bindings.items()))
         items[CPUS] = Item(0, 0, 0, fp, lambda: _cpus_form(device))

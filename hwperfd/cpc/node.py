@@ -105,9 +105,9 @@ class CpcNode:
     def _call(self, call: Call) -> Reply:
         reply = self.device(call.cmd, call.data, Caller(call.pid, call.uid, call.gid, call.fh))
         if self.device.threads is not None and len(call.data) >= abi.CPC_IO_SIZE:
-            target = abi.parse_head(call.data).ci_pid  # cpc_bind_pctx's process: its record too
-            if target > 0:
-                self.device.threads.touched.add(int(target))
+            io = abi.parse_head(call.data)
+            if io.ci_target == abi.HWPERFD_CPC_PCTX and io.ci_pid > 0:  # cpc_bind_pctx's LWP: its record too
+                self.device.threads.touched.add(self.device.lwp_tid(int(io.ci_pid), int(io.ci_id)))
         return reply
 
     def _state_page(self, call: Call) -> Reply:
@@ -143,8 +143,8 @@ class CpcNode:
 
     kind = durable.KIND
 
-    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
-        return durable.setup(self.device, pids)
+    def setup(self, tids: Collection[int] | None) -> dict[str, Item]:
+        return durable.setup(self.device, tids)
 
     def restore_setup(self, key: str, pid: int, start: int, body: Any) -> bool:
         return durable.restore(self.device, key, pid, start, body)

@@ -94,7 +94,7 @@ class PctrNode:
 
     kind = "pctr"
 
-    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
+    def setup(self, tids: Collection[int] | None) -> dict[str, Item]:
         counters = self.device.counters
         if not any(counters.functions):
             return {}

@@ -54,15 +54,16 @@ def _vperfctr_form(device: PerfctrDevice, ctx: ThreadContext, perfctr: Vperfctr)
     return form
 
 
-def setup(device: PerfctrDevice, ids: Collection[int] | None) -> dict[str, Item]:
+def setup(device: PerfctrDevice, tids: Collection[int] | None) -> dict[str, Item]:
     items: dict[str, Item] = {}
     threads = device.virtual.threads
-    for ctx in threads.contexts(SERVICE) if ids is None else threads.in_scope(SERVICE, ids):
+    for ctx in threads.contexts(SERVICE) if tids is None else threads.on_threads(SERVICE, tids):
         perfctr = ctx.data
         if isinstance(perfctr, Vperfctr) and perfctr.ctx is ctx:
             items[f"v{ctx.tid}"] = Item(
                 ctx.pid, ctx.start, ctx.owner, _fingerprint(ctx, perfctr),
                 lambda ctx=ctx, perfctr=perfctr: _vperfctr_form(device, ctx, perfctr),  # type: ignore[misc]
+                ctx.tid,
             )  # fmt: skip
     g = device.globl
     if g.nr_active or g.ours:

@@ -93,10 +93,16 @@ class PerfctrNode:
         return [] if tid is None else [(self.pages, tid, call.pid == tid)]
 
     def _call(self, call: Call) -> Reply:
+        touched = self.device.virtual.threads.touched  # the vperfctr's record, if another thread's
         tid = self.device.bound_tid(call.fh)
         if tid is not None:
-            self.device.virtual.threads.touched.add(tid)  # another thread's vperfctr: its record
-        return self.device(call.fh, call.cmd, call.arg, call.data, call.pid, call.uid)
+            touched.add(tid)
+        try:
+            return self.device(call.fh, call.cmd, call.arg, call.data, call.pid, call.uid)
+        finally:
+            tid = self.device.bound_tid(call.fh)  # the call may have bound the file (an open again after a restart)
+            if tid is not None:
+                touched.add(tid)
 
     def _state_page(self, call: Call) -> Reply:
         """VPERFCTR_STATEPAGE: as HWPERFD_PIOCSTATEPAGE on a process file, the
@@ -133,8 +139,8 @@ class PerfctrNode:
 
     kind = durable.KIND
 
-    def setup(self, pids: Collection[int] | None) -> dict[str, Item]:
-        return durable.setup(self.device, pids)
+    def setup(self, tids: Collection[int] | None) -> dict[str, Item]:
+        return durable.setup(self.device, tids)
 
     def restore_setup(self, key: str, pid: int, start: int, body: Any) -> bool:
         return durable.restore(self.device, key, pid, start, body)

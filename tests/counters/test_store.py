@@ -12,8 +12,13 @@ import subprocess
 import sys
 import textwrap
 import zlib
+from fractions import Fraction
 from pathlib import Path
 
+from hwperfd.counters import codec
+from hwperfd.counters.block import ControlBlock
+from hwperfd.counters.durable import PROCESS  # noqa: F401 - registers the counter layer's classes
+from hwperfd.counters.request import CounterRequest
 from hwperfd.counters.store import JOURNAL_FLUSH, SetupRecord, SetupStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -254,3 +259,44 @@ def test_a_damaged_journal_entry_amid_good_ones_is_refused_logged_and_skipped_at
         assert "set-up journal" in caplog.text and "refused" in caplog.text
         store.close()
     assert third > second
+
+
+def test_a_live_record_a_killed_daemon_wrote_comes_back_in_its_stored_form(tmp_path):
+    """A ``Live`` body (the counter layer's values, packed into the journal
+    as the call answers) reads back as the JSON form of those values; a
+    value not of its field's declared type is written too."""
+    path = tmp_path / "s.sqlite"
+    _killed(path, """
+        from fractions import Fraction
+        from hwperfd.counters.block import ControlBlock
+        from hwperfd.counters.durable import PROCESS
+        from hwperfd.counters.request import CounterRequest
+        from hwperfd.counters.store import Live
+        block = ControlBlock(CounterRequest.shared((8,) + (0,) * 31, (0,) * 32, 0))
+        store.write([R("irix-process", "2", 2, 1, 0, Live(record=block, profile=None))])
+        block.counts[1] = Fraction(1, 2)
+        store.write([R("irix-process", "3", 3, 1, 0, Live(record=block, profile=None))])
+        block.counts[1] = 7
+    """)  # fmt: skip
+    store = SetupStore(str(path))
+    bodies = _bodies(store)
+    block = ControlBlock(CounterRequest.shared((8,) + (0,) * 31, (0,) * 32, 0))
+    assert bodies["2"] == {"record": codec.encode(block), "profile": None}
+    assert codec.decode(bodies["3"]["record"]).counts[1] == Fraction(1, 2)
+    assert store.refused == 0
+    store.close()
+
+
+def test_a_journal_of_the_previous_version_is_taken_in(tmp_path):
+    """Version 3 journals (every body in its JSON form) read as before: an
+    upgrade after a kill loses nothing the old daemon answered."""
+    path = tmp_path / "s.sqlite"
+    _killed(path, """
+        import hwperfd.counters.store as s
+        s._VERSION = 3
+        store._begin(store._epoch)
+        store.write([R("irix-process", "2", 2, 1, 0, {"n": 1})])
+    """)  # fmt: skip
+    store = SetupStore(str(path))
+    assert _bodies(store) == {"2": {"n": 1}}
+    store.close()
