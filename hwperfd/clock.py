@@ -79,6 +79,12 @@ class ManualClock:
     def born(self, pid: int, at_ns: int) -> None:
         """Manual time is what the tests gave each pid, kept as given."""
 
+    def resume_line(self, pid: int, seen: CpuTimes) -> None:
+        """Manual time is exact: there is no line to keep."""
+
+    def resume_thread_line(self, pid: int, tid: int, seen: CpuTimes) -> None:
+        """As ``resume_line``."""
+
     def thread_born(self, tid: int, at_ns: int) -> None:
         """As ``born``."""
 
@@ -276,6 +282,45 @@ class RealClock:
             del self._atts[pid]
             self._held.discard(pid)
         self.thread_born(pid, at_ns)  # its main thread's tid
+
+    def resume_line(self, pid: int, seen: CpuTimes) -> None:
+        """A restarted daemon put back counts of ``pid`` that a former daemon
+        counted to its times ``seen``: the line goes on from there, neither
+        mode below (``Attribution.resume``)."""
+        self._resume(self._atts, pid, seen, processes.read_cpu_ticks_state, processes.read_cpu_total)
+
+    def resume_thread_line(self, pid: int, tid: int, seen: CpuTimes) -> None:
+        """As ``resume_line``, for thread ``tid``'s context."""
+        self._resume(
+            self._thread_atts,
+            tid,
+            seen,
+            lambda t: _running(processes.read_task_cpu_ticks(pid, t)),
+            lambda t: processes.read_thread_run_ns(pid, t),
+        )
+
+    def _resume(
+        self,
+        atts: OrderedDict[int, tuple[int, Attribution]],
+        key: int,
+        seen: CpuTimes,
+        read_ticks: Callable[[int], tuple[int, int, bool] | None],
+        read_total: Callable[[int], int | None],
+    ) -> None:
+        entry = atts.get(key)
+        floor = seen if entry is None else (max(seen[0], entry[1].last[0]), max(seen[1], entry[1].last[1]))
+        if entry is not None and floor == entry[1].last:
+            return  # its line is already at or past what was counted
+        now = time.monotonic_ns()
+        ticks = read_ticks(key)
+        total = read_total(key)
+        if ticks is None or total is None or ticks[2]:
+            return  # gone, or a zombie: its exit split is its last word (``_times``)
+        att = Attribution.resume(total, (ticks[0], ticks[1]), processes.TICK_NS, floor)
+        att.begun_ns = now if entry is None else entry[1].begun_ns
+        atts[key] = (now, att)
+        if len(atts) > self.KEPT:
+            self._drop_oldest(atts, self._held if atts is self._atts else self._thread_held)
 
     def hold_split(self, pid: int, held: bool) -> None:
         """A process that reads its own counts from a state page divides its

@@ -403,6 +403,8 @@ class DurableSetup:
                 record.exited = True  # its end came while no daemon listened
             elif not record.start:
                 record.start = now or 0
+            if same and not record.exited:
+                self.kernel.time.resume_line(rec.pid, record.seen)
             self.kernel._procs[rec.pid] = record
             self.kernel._note_armed(rec.pid, record.block.request, record.profiling)
         if profile is not None and same:

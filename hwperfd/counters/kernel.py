@@ -41,6 +41,11 @@ class TimeSource(Protocol):
 
     def cpu_times(self, cpu: int) -> CpuTimes: ...
 
+    def resume_line(self, pid: int, seen: CpuTimes) -> None:
+        """Counts of ``pid`` put back from a former daemon rest on ``seen``:
+        its times must not read below them in either mode."""
+        ...
+
 
 class Task(Protocol):
     """What the kernel needs to know of a process (host ProcessInfo fits).

@@ -63,6 +63,8 @@ class ThreadClock(Protocol):
 
     def thread_born(self, tid: int, at_ns: int) -> None: ...
 
+    def resume_thread_line(self, pid: int, tid: int, seen: CpuTimes) -> None: ...
+
 
 # -- what the host reports, as data ----------------------------------------------
 
@@ -349,6 +351,7 @@ class ThreadTable:
         ctx = ThreadContext(service, pid, tid, start, owner, pmu, (seen[0], seen[1]), data, bool(running), ran_ns,
                             serial=self._serial)  # fmt: skip
         self._add(ctx)
+        self.clock.resume_thread_line(pid, tid, ctx.seen)
         return ctx
 
     # -- time ------------------------------------------------------------------

@@ -79,6 +79,23 @@ class Attribution:
         att.marks.append((total, ticks[1] * tick_ns))
         return att
 
+    @classmethod
+    def resume(cls, total: int, ticks: tuple[int, int], tick_ns: int, floor: tuple[int, int]) -> Attribution:
+        """A context a former daemon counted to ``floor`` (its times then), seen
+        again with CPU time ``total``: divided as ``start`` divides it, but
+        neither mode below ``floor``.  The former line counted as user time
+        the system time stat had not yet reported; stat's split of the whole
+        history would take that back from user mode, and a count resting on
+        ``floor`` would stand still until user time caught up."""
+        user, system = floor
+        if total <= user + system:
+            att = cls(user, system, ticks, last=floor)
+        else:
+            system = min(max(ticks[1] * tick_ns, system), total - user)
+            att = cls(total - system, system, ticks, last=(total - system, system))
+        att.marks.append((max(total, user + system), ticks[1] * tick_ns))
+        return att
+
     @property
     def base(self) -> tuple[int, int]:
         return self.user_ns, self.system_ns

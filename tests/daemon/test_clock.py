@@ -132,3 +132,29 @@ def test_a_new_thread_under_a_reused_tid_starts_from_its_own_time(monkeypatch):
     runs[9] = TICK
     monkeypatch.setattr(processes, "read_task_cpu_ticks", lambda pid, tid: (1, 0))
     assert clock.thread_times(6, 9) == (TICK, 0)
+
+
+def test_a_restarted_daemon_resumes_a_restored_count_from_where_the_former_one_counted(monkeypatch):
+    """Issue 28's lost count: the former daemon counted 200 ticks as user
+    time that stat, read by the new one, splits 198 + 2.  A count restored
+    at (200, 0) would stand still for 2 ticks of user time on a line begun
+    from stat; resumed from it, neither mode reads below it and user time
+    goes on at once."""
+    totals, ticks = {7: 200 * TICK, 8: 200 * TICK}, {7: (198, 2), 8: (198, 2)}
+    now = fake_host(monkeypatch, totals, ticks)
+    clock = RealClock(2)
+    assert clock.process_times(8) == (198 * TICK, 2 * TICK)  # begun from stat alone
+    clock.resume_line(7, (200 * TICK, 0))
+    assert clock.process_times(7) == (200 * TICK, 0)
+    # A line begun before the record came back is raised to it; what it gave
+    # stays given (its system time too), so it waits for the clock to catch up.
+    clock.resume_line(8, (200 * TICK, 0))
+    assert clock.process_times(8) == (200 * TICK, 2 * TICK)
+    totals[7] = totals[8] = 230 * TICK
+    now[0] += TICK
+    user, system = clock.process_times(7)
+    assert user >= 229 * TICK and system <= 2 * TICK and user + system == 230 * TICK
+    other = clock.process_times(8)
+    assert other[0] >= 227 * TICK and other[1] == 2 * TICK and sum(other) == 230 * TICK
+    clock.resume_line(7, (100 * TICK, 0))  # an older reading changes nothing
+    assert clock.process_times(7) == (user, system)

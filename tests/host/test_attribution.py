@@ -122,3 +122,52 @@ def test_an_exit_split_past_the_room_leaves_none_not_a_negative_room():
     att.rebase()
     assert att.room == 0
     assert att.at(50 * MS) == (30 * MS + 10 * MS, 10 * MS)
+
+
+def test_a_line_resumed_after_a_restart_reads_no_mode_below_what_was_counted():
+    """The case a restart met under load (issue 28): the former daemon had
+    counted as user time the system time stat had not yet reported
+    (here 22 ms of it); stat's split of the whole history would put user
+    time 22 ms below what a restored count rests on, and the count would
+    stand still for those 22 ms.  Resumed, user time goes on from there."""
+    former = Attribution.start(5 * MS, (0, 0), TICK)
+    floor = former.at(100 * MS)  # what the former daemon counted to: all user
+    assert floor == (100 * MS, 0)
+    stat = (8, 2)  # now: stat reports 20 ms of system time (truncated to ticks)
+    fresh = Attribution.start(110 * MS, stat, TICK)
+    assert fresh.at(110 * MS)[0] < floor[0]  # what a line begun from stat alone gives
+    resumed = Attribution.resume(110 * MS, stat, TICK, floor)
+    times = resumed.at(110 * MS)
+    assert times[0] >= floor[0] and times[1] >= floor[1] and sum(times) == 110 * MS
+    resumed.look(stat, TICK)
+    later = resumed.at(200 * MS)
+    assert later[0] - times[0] >= 85 * MS  # the next 90 ms go on mostly to user time
+    assert later[1] <= stat[1] * TICK  # never ahead of stat's system time
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    user=st.integers(0, 10**10),
+    system=st.integers(0, 10**10),
+    since=st.integers(-(10**9), 10**10),
+    sticks=st.integers(0, 3000),
+    steps=steps,
+)
+def test_a_resumed_line_only_grows_from_the_floor_and_sums_to_the_clock(user, system, since, sticks, steps):
+    total = max(0, user + system + since)
+    ticks = (0, sticks)
+    att = Attribution.resume(total, ticks, TICK, (user, system))
+    before = att.at(total)
+    assert before[0] >= user and before[1] >= system
+    assert sum(before) == max(total, user + system)
+    for passed, du, ds, action in steps:
+        total += passed
+        ticks = (ticks[0] + du, ticks[1] + ds)
+        times = att.at(total)
+        assert times[0] >= before[0] and times[1] >= before[1]
+        assert sum(times) == max(total, user + system)
+        if action == "look":
+            att.look(ticks, TICK)
+        elif action == "rebase":
+            att.rebase()
+        before = times
