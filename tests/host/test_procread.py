@@ -5,6 +5,7 @@ machine kept the worker from a CPU."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
@@ -12,8 +13,24 @@ import pytest
 from hwperfd.host import procread
 
 
+_OTHER: list[int] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _other_process():
+    """A process of the test's own, neither this one nor init: the suite's
+    parent may be gone (a run in the background is init's child, and
+    /proc/1 is what the tests read as another task's)."""
+    child = subprocess.Popen(["sleep", "600"])
+    _OTHER.append(child.pid)
+    yield
+    child.kill()
+    child.wait()
+    _OTHER.clear()
+
+
 def _other_pid() -> int:
-    return os.getppid()  # not the daemon's own: its reads go through the workers
+    return _OTHER[0]  # not the daemon's own: its reads go through the workers
 
 
 def test_a_read_whose_worker_waits_without_running_is_answered(monkeypatch):
