@@ -83,7 +83,11 @@ def start_hammer(mount, *args) -> subprocess.Popen:
 
 
 def check_exact_counting(mount) -> None:
-    """A fresh process still counts exactly what the clock says."""
+    """A fresh process still counts exactly what the clock says; once it is
+    killed and reaped (by this process, which receives its counts), the
+    daemon's state is as before it (the next test's baseline is taken then,
+    not while the end is on its way)."""
+    before = tracked(mount)
     child = subprocess.Popen(["sleep", "30"])
     try:
         with ProcessCounters(child.pid, mount=mount.path) as pc:
@@ -93,6 +97,7 @@ def check_exact_counting(mount) -> None:
     finally:
         child.kill()
         child.wait()
+    assert wait_for(lambda: tracked(mount) == before, timeout=5), tracked(mount)
 
 
 def test_killing_clients_mid_call_leaves_a_consistent_state(kill_mount):
