@@ -136,8 +136,10 @@ VPERFCTR_STATEPAGE = _ior(15, VPERFCTR_STATEPAGE_SIZE)  # hwperfd
 # i-mode overflow (a uint64_t; NO_OVERFLOW when none can come): libperfctr
 # arms a timer on it that lands the overflow on its instant (docs/overflow.md).
 VPERFCTR_OVERFLOW_NS = _ior(20, 8)  # hwperfd
-# hwperfd: VPERFCTR_IRESUME answering what VPERFCTR_OVERFLOW_NS would after it (one round trip).
-VPERFCTR_IRESUME_NS = _ior(21, 8)  # hwperfd
+# hwperfd: VPERFCTR_IRESUME told the calling thread's CPU clock as it called (0: not
+# told), where the counters start again, and answering what VPERFCTR_OVERFLOW_NS
+# would after it (one round trip).
+VPERFCTR_IRESUME_NS = _IOWR(chr(_P), 21, 8)  # hwperfd
 NO_OVERFLOW = 2**64 - 1
 OVERFLOW_NS_PACK = struct.Struct("<Q")
 GPERFCTR_CONTROL = _IOWR(chr(_P), 16, GPERFCTR_CPU_CONTROL_SIZE)

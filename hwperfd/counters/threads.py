@@ -356,15 +356,18 @@ class ThreadTable:
 
     # -- time ------------------------------------------------------------------
 
-    def catch_up(self, ctx: ThreadContext) -> bool:
+    def catch_up(self, ctx: ThreadContext, upto: int | None = None) -> bool:
         """Play the thread's CPU time since the last catch-up through its
         counters (only while ``running``); False if the thread is gone.
+        ``upto``: only as far as the thread's CPU clock read that (``_upto``).
 
         A counter that overflows is reported to the service's ``on_overflow``
         with the mask of overflowed counters."""
         now = self.clock.thread_times(ctx.pid, ctx.tid)
         if now is None:
             return False
+        if upto is not None and self.host_time:
+            now = _upto(ctx.seen, now, upto)
         user = max(0, now[0] - ctx.seen[0])
         system = max(0, now[1] - ctx.seen[1])
         ctx.seen = (max(now[0], ctx.seen[0]), max(now[1], ctx.seen[1]))
@@ -625,3 +628,22 @@ class ThreadTable:
             self._books.per_owner[ctx.owner] = left
         else:
             del self._books.per_owner[ctx.owner]
+
+
+def _upto(seen: CpuTimes, now: CpuTimes, cpu_ns: int) -> CpuTimes:
+    """The times at ``cpu_ns`` on the thread's CPU clock, between ``seen``
+    and ``now``: a thread restarting its own frozen counters tells its clock
+    as it made the call, as a real restart takes effect inside the call,
+    while the daemon looks once the thread has blocked in it, a round trip
+    of the thread's CPU time later (tens of us on a VM whose idle CPUs
+    halt).  The time is the thread's own, so a false one moves nothing but
+    within the call: before ``seen`` it is ``seen``, past ``now`` it is
+    ``now``.  The part of the call is divided as its whole is."""
+    new = now[0] + now[1] - seen[0] - seen[1]
+    upto = cpu_ns - seen[0] - seen[1]
+    if new <= 0 or upto >= new:
+        return now
+    if upto <= 0:
+        return seen
+    user = max(0, now[0] - seen[0]) * upto // new
+    return seen[0] + user, seen[1] + upto - user

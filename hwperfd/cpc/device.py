@@ -266,7 +266,7 @@ class CpcDevice:
         if binding.deferred == cmd and not look:
             binding.deferred = 0
             return False
-        self.catch_up(ctx)
+        self.catch_up(ctx, _stood_until(cmd, io))
         if not self._deliver(ctx.pid, ctx.tid) and not (
             binding.set.frozen and self._pending(ctx.pid, ctx.tid, abi.HWPERFD_CPC_SIGCARRIER)
         ):
@@ -511,8 +511,9 @@ class CpcDevice:
 
     def _restart(self, io: Any, caller: Caller) -> None:
         ctx = self._own_context(caller)
-        self.catch_up(ctx)
+        self.catch_up(ctx, _stood_until(abi.HWPERFD_CPCIO_RESTART, io))
         ctx.data.set.restart(ctx.cpu)
+        self.catch_up(ctx)  # the call's time from the restart on counts
 
     def _enable(self, io: Any, caller: Caller, enabled: bool = True) -> None:
         """cpc_enable(3CPC): an LWP switches counting on and off in the set
@@ -593,9 +594,10 @@ class CpcDevice:
 
     # -- time ---------------------------------------------------------------------
 
-    def catch_up(self, ctx: ThreadContext) -> None:
-        """Bring a thread's set up to date; an overflow owes its LWP a SIGEMT."""
-        self._threads().catch_up(ctx)
+    def catch_up(self, ctx: ThreadContext, upto: int | None = None) -> None:
+        """Bring a thread's set up to date (``upto``: as far as its CPU clock
+        read that); an overflow owes its LWP a SIGEMT."""
+        self._threads().catch_up(ctx, upto)
         self.on_counted(ctx)
 
     def on_counted(self, ctx: ThreadContext) -> None:
@@ -708,3 +710,10 @@ class CpcDevice:
         pmu = self.cpus.pmus[cpu]
         pmu.run(user, system, profile.rates, profile.exl_share)
         binding.set.sync(pmu)
+
+
+def _stood_until(cmd: int, io: Any) -> int | None:
+    """A restart's ``ci_hrtime``: the LWP's CPU clock as it called (libcpc
+    tells it), where its frozen set starts again; 0, or another call: where
+    the daemon's look finds the LWP (``ThreadTable.catch_up``)."""
+    return io.ci_hrtime if cmd == abi.HWPERFD_CPCIO_RESTART and io.ci_hrtime > 0 else None

@@ -213,9 +213,11 @@ class Virtual:
         ctx = perfctr.ctx or perfctr.exited
         return perfctr.pmu.tsc.at(ctx.ran_ns if ctx is not None else 0)
 
-    def catch_up(self, perfctr: Vperfctr) -> None:
+    def catch_up(self, perfctr: Vperfctr, upto: int | None = None) -> None:
+        """``upto``: as far as the thread's CPU clock read that (an iresume's,
+        ``ThreadTable.catch_up``)."""
         if perfctr.ctx is not None:
-            self.threads.catch_up(perfctr.ctx)
+            self.threads.catch_up(perfctr.ctx, upto)
             self._settle(perfctr)
 
     def _on_overflow(self, ctx: ThreadContext, mask: int) -> None:
@@ -242,7 +244,7 @@ class Virtual:
                 self._signal(perfctr.owner, perfctr.si_signo, mask, armed_by)
                 perfctr.signalled = True
 
-    def overflow_first(self, perfctr: Vperfctr, cmd: int, ends: bool) -> bool:
+    def overflow_first(self, perfctr: Vperfctr, cmd: int, ends: bool, upto: int | None = None) -> bool:
         """Before a call of the perfctr's own thread takes effect: True when
         an overflow signal the thread has not yet handled is pending (the
         call answers EINTR and is made again after the handler ran).  The
@@ -251,7 +253,7 @@ class Virtual:
         when it stops or unlinks the counters (``ends``), an overflow of
         theirs found then raises no signal after them."""
         retry = perfctr.deferred == cmd
-        self.catch_up(perfctr)
+        self.catch_up(perfctr, upto)
         signalled, perfctr.signalled = perfctr.signalled, False
         if retry:
             perfctr.deferred, perfctr.quiet = 0, False
@@ -437,18 +439,23 @@ class Virtual:
         perfctr.flags = flags
         resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
 
-    def iresume(self, perfctr: Vperfctr) -> None:
+    def iresume(self, perfctr: Vperfctr, upto: int | None = None) -> None:
+        """``upto``: the thread's CPU clock as it made the call
+        (VPERFCTR_IRESUME_NS), where the counters start again; the rest of
+        the call's time counts."""
         if perfctr.ctx is None:
             raise Unlinked("attempt to resume an unlinked perfctr")
         if not perfctr.iresume_cstatus & (0x7F << 16):
             raise NothingPending("no overflow to resume from")
-        self.catch_up(perfctr)
+        self.catch_up(perfctr, upto)
         if perfctr.running:
             suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
         perfctr.state.cstatus = perfctr.iresume_cstatus
         perfctr.iresume_cstatus = 0
         ireload(perfctr.state)
         resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
+        if upto is not None:
+            self.catch_up(perfctr)
 
     def left_ns(self, perfctr: Vperfctr, caller: int, caught_up: bool = False) -> int:
         """VPERFCTR_OVERFLOW_NS (hwperfd): the vperfctr's own thread asks
@@ -740,9 +747,14 @@ class PerfctrDevice:
             task = tasks.read_task(perfctr.ctx.tid)
             if task is not None:
                 self._check_attach(task, caller)
+        # VPERFCTR_IRESUME_NS tells the thread's CPU clock as it called: the
+        # counters stood until then (its own thread's alone).
+        upto = None
+        if cmd == abi.VPERFCTR_IRESUME_NS and perfctr.ctx is not None and perfctr.ctx.tid == caller:
+            upto = abi.OVERFLOW_NS_PACK.unpack(data)[0] or None
         if live and perfctr.ctx is not None and perfctr.ctx.tid == caller and cmd != abi.VPERFCTR_READ_CONTROL:
             ends = cmd == abi.VPERFCTR_UNLINK or (cmd == abi.VPERFCTR_CONTROL and not _starts(data))
-            if virtual.overflow_first(perfctr, cmd, ends):
+            if virtual.overflow_first(perfctr, cmd, ends, upto):
                 raise OverflowFirst("an overflow signal comes first")
         if cmd == abi.VPERFCTR_CONTROL:
             request = abi.vperfctr_control.parse(data)
@@ -750,7 +762,7 @@ class PerfctrDevice:
                             request.preserve, request.flags)  # fmt: skip
             return 0, b""
         if cmd in (abi.VPERFCTR_IRESUME, abi.VPERFCTR_IRESUME_NS):
-            virtual.iresume(perfctr)
+            virtual.iresume(perfctr, upto)
             if cmd == abi.VPERFCTR_IRESUME_NS:
                 return 0, abi.OVERFLOW_NS_PACK.pack(virtual.left_ns(perfctr, caller, caught_up=True))
             return 0, b""

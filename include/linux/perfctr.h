@@ -129,8 +129,10 @@ struct hwperfd_vperfctr_statepage {
    catches the counters up, so one made at that instant finds the overflow.
    libperfctr arms a timer on it (docs/overflow.md). */
 #define VPERFCTR_OVERFLOW_NS	 _IOR(_PERFCTR_IOCTL,20,unsigned long long)
-/* hwperfd: VPERFCTR_IRESUME, answering what VPERFCTR_OVERFLOW_NS would after it */
-#define VPERFCTR_IRESUME_NS	 _IOR(_PERFCTR_IOCTL,21,unsigned long long)
+/* hwperfd: VPERFCTR_IRESUME told the calling thread's CPU clock (ns) as it
+   called, where the counters start again (0: not told), answering what
+   VPERFCTR_OVERFLOW_NS would after it */
+#define VPERFCTR_IRESUME_NS	 _IOWR(_PERFCTR_IOCTL,21,unsigned long long)
 #define HWPERFD_NO_OVERFLOW	 (~0ULL)
 
 #define GPERFCTR_CONTROL	_IOWR(_PERFCTR_IOCTL,16,struct gperfctr_cpu_control)

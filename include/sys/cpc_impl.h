@@ -125,7 +125,7 @@ struct hwperfd_cpc_io {
 	int32_t		ci_index;	/* preset: the request */
 	uint32_t	ci_nreqs;	/* bind: requests; sample: values */
 	uint64_t	ci_preset;	/* preset */
-	int64_t		ci_hrtime;	/* sample: when */
+	int64_t		ci_hrtime;	/* sample: when; restart: the LWP's CPU clock (ns) as it called */
 	uint64_t	ci_tick;	/* sample: cycles the set counted over */
 	uint64_t	ci_data[HWPERFD_CPC_MAXREQS];	/* sample: the values */
 	struct hwperfd_cpc_req ci_req[HWPERFD_CPC_MAXREQS];	/* bind */

@@ -1058,6 +1058,9 @@ int cpc_set_restart(cpc_t *cpc, cpc_set_t *set)
 	ovf_timed(&io);
 	ovf_hold();
 	gen = ovf_self.gen;
+	/* The set starts again where the LWP's clock stands as it calls, not a
+	   round trip of its CPU time later, where the daemon looks. */
+	io.ci_hrtime = ovf_clock(CLOCK_THREAD_CPUTIME_ID);
 	if (cpc_call(cpc, cpc->fd, HWPERFD_CPCIO_RESTART, &io, NULL) < 0)
 		return -1;
 	ovf_took(cpc->fd, gen, &io);

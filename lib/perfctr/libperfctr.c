@@ -457,6 +457,9 @@ int vperfctr_iresume(const struct vperfctr *perfctr)
     gen = ovf_self.gen;
     if (!ovf_ready(&ovf_self))	/* no timer: the daemon's tick is not told the thread times itself */
 	return vioctl(perfctr->fd, VPERFCTR_IRESUME, NULL);
+    /* The counters start again where the thread's clock stands as it calls,
+       not a round trip of its CPU time later, where the daemon looks. */
+    left = (unsigned long long)ovf_clock(CLOCK_THREAD_CPUTIME_ID);
     r = vioctl(perfctr->fd, VPERFCTR_IRESUME_NS, &left);
     if (r == 0)
 	ovf_answer(perfctr->fd, ovf_sig, gen, left, left == HWPERFD_NO_OVERFLOW);

@@ -103,6 +103,55 @@ def test_stopped_time_passes_uncounted(host, table):
     assert ctx.cpu.rdpmc(0) == MS and ctx.ran_ns == MS
 
 
+def counted_10_ms_on_the_hosts_clock(host: FakeHost) -> tuple[ThreadTable, ThreadContext]:
+    """A context on a real (host) clock that has counted 10 ms of cycles."""
+    unit = WorkloadProfile.named("unit")
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True)
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=0)
+    ctx.cpu.program(0, CYCLES)
+    host.run(10, 10 * MS)
+    table.catch_up(ctx)
+    return table, ctx
+
+
+def test_frozen_counters_restarted_at_the_threads_own_clock_count_the_rest_of_the_call(host):
+    """A restart made at CPU time T (the thread's clock, told by the library)
+    starts the counters at T, not where the daemon's catch-up finds the
+    thread a round trip later: the frozen stretch ends at T."""
+    table, ctx = counted_10_ms_on_the_hosts_clock(host)
+    ctx.cpu.program(0, 0)  # stopped, as an overflow freezes them, at 10 ms
+    host.run(10, 2 * MS)  # the handler: 2 ms until it calls the restart
+    host.run(10, 0, 1 * MS)  # and the call's way into the daemon: 1 ms of system time
+    table.catch_up(ctx, upto=12 * MS)
+    assert ctx.cpu.rdpmc(0) == 10 * MS
+    ctx.cpu.program(0, CYCLES)
+    table.catch_up(ctx)
+    assert ctx.cpu.rdpmc(0) == 11 * MS  # the call's 1 ms counted, the handler's 2 ms not
+
+
+@pytest.mark.parametrize("upto", [0, 5 * MS, 10 * MS, 13 * MS, 10**18])
+def test_a_restarts_clock_moves_nothing_outside_the_call(host, upto):
+    """A false clock: before what was caught up it is ignored, past now it
+    is now; the counters never count time twice or time the thread did not run."""
+    table, ctx = counted_10_ms_on_the_hosts_clock(host)
+    host.run(10, 2 * MS)
+    table.catch_up(ctx, upto=upto)
+    table.catch_up(ctx)
+    assert ctx.cpu.rdpmc(0) == 12 * MS and sum(ctx.seen) == 12 * MS
+
+
+def test_a_restarts_clock_is_ignored_on_the_manual_clock(host, table):
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=0)
+    host.run(10, 3 * MS)
+    table.catch_up(ctx, upto=1 * MS)  # a real clock's reading means nothing here
+    ctx.cpu.program(0, CYCLES)
+    host.run(10, MS)
+    table.catch_up(ctx)
+    assert ctx.cpu.rdpmc(0) == MS
+
+
 def test_a_later_thread_with_the_same_tid_never_gets_the_context(host, table):
     host.spawn(10, 12, start=5)
     table.attach("cpc", 10, 12, owner=1000)

@@ -9,8 +9,9 @@ Counted against the thread's own CPU clock, not wall time: a loaded machine
 gives the thread less of the wall time, not less of its own CPU time.  What
 a period loses is the CPU time from the overflow to the handler's restart
 (the counters stand still meanwhile, as perfctr's did): the timer's signal,
-the look and the restart, a round trip to the daemon each, and the
-overflow's signal.  What a round trip costs the thread is the machine's: a
+the look, a round trip to the daemon, and the overflow's signal (the
+restart's own round trip counts: the library tells the daemon where the
+thread's clock stood as it called).  What a round trip costs the thread is the machine's: a
 few us where the daemon shares its CPU, 40 to 120 us on a quiet 2-CPU VM
 that halts an idle CPU at once and wakes it by an interrupt through the
 host, more on a busy host.  So the test bounds the frozen time by what the
@@ -31,8 +32,8 @@ from tests.overflow.conftest import MHZ
 from tests.overflow.test_thread_periods import cpu_bound_on_every_cpu
 
 MS = MHZ * 1000  # cycles in a millisecond of CPU time
-# Frozen time per overflow allowed, in restarts: the restart, the look (up to
-# twice as dear: it sends the signal) and as much again to spare.
+# Frozen time per overflow allowed, in restarts (a round trip's cost): the look
+# (up to twice as dear: it sends the signal), the signals and as much again to spare.
 ROUND_TRIPS = 5
 SIGNAL_NS = 20_000  # and the two signals' way in, per overflow
 
