@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Overflow signals on the real clock: how many arrive, and how late.
 
-    python3 bench/overflow.py [--cpu-ms MS] [--periods 1,10,100] [--idle N]
+    python3 bench/overflow.py [--cpu-ms MS] [--periods 1,10,100] [--idle N] [--idle-only]
 
 Mounts hwperfd (--clock real, intel at 2400 MHz, 2 CPUs) in a temporary
 directory and runs bench/overflow_client.c, linked with libperfctr and
@@ -363,6 +363,7 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=2000, help="idle counting processes for the idle cost (0: none)")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--irix-only", action="store_true", help="only the IRIX figures (and their idle cost)")
+    parser.add_argument("--idle-only", action="store_true", help="only the idle cost (i-mode and IRIX)")
     quick = os.environ.get("HWPERFD_BENCH_QUICK") == "1"
     if quick:  # bench/run.py --quick: a smoke test
         parser.set_defaults(cpu_ms=40, periods="1", irix_periods="1", idle=20, idle_seconds=1.0)
@@ -371,6 +372,17 @@ def main() -> None:
         tmp = Path(name)
         if args.irix_only:
             irix(tmp, args)
+            return
+        if args.idle_only:
+            for model, mhz, irix_child in (("intel", MHZ, False), ("r10000", IRIX_MHZ, True)):
+                daemon, mnt = mount(tmp, model, mhz) if irix_child else mount(tmp)
+                try:
+                    for timer in (True, False):
+                        print(idle(tmp, mnt, daemon, args.idle, timer, args.idle_seconds, irix_child), flush=True)
+                finally:
+                    daemon.terminate()
+                    daemon.wait(timeout=30)
+                    subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False, capture_output=True)
             return
         client = build(tmp, ROOT / "bench" / "overflow_client.c")
         threads = build(tmp, ROOT / "tests" / "overflow" / "four_threads.c")

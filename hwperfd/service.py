@@ -43,6 +43,7 @@ from hwperfd.cpc.node import CpcNode
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
+from hwperfd.host.cpualarm import CpuAlarms
 from hwperfd.irix.files import IrixFiles
 from hwperfd.node import MountFilesFactory, NodeFactory
 from hwperfd.pctr.node import PctrNode
@@ -165,6 +166,10 @@ class Daemon:
             process_cpu_ns=processes.read_cpu_total if isinstance(self.clock, RealClock) else None,
             running_start=processes.read_running_thread_start,
         )
+        # Idle signalling processes wait on their CPU clocks' alarms, not on
+        # the wall clock (hwperfd/host/cpualarm.py); made in the loop's thread.
+        self.alarms = CpuAlarms() if isinstance(self.clock, RealClock) else None
+        self.threads.alarms = self.kernel.alarms = self.alarms
         self.events: procevents.ProcessEvents | None = None
         # Thread events reach the daemon only for processes with thread
         # contexts: the connector socket's filter drops the rest in the kernel.
@@ -308,8 +313,15 @@ class Daemon:
             f"in {self.swept[1] / 1e6:.1f} ms of CPU",
             f"counter reads answered from state pages in the bridge: {self.fs.fast.answered()}",
             self._store_status(),
+            self._alarm_status(),
             trace_session.status(),
         ]
+
+    def _alarm_status(self) -> str:
+        alarms = self.alarms
+        if alarms is None:
+            return "CPU-clock alarms off"
+        return f"CPU-clock alarms: {len(alarms)} processes, {alarms.armed} armed, {alarms.rung} rung"
 
     def _store_status(self) -> str:
         durable = getattr(self, "durable", None)
@@ -392,6 +404,7 @@ class Daemon:
             nursery.start_soon(self._flush_store)
             if isinstance(self.clock, RealClock):
                 nursery.start_soon(resilient, self._tick)
+                nursery.start_soon(resilient, self._ring)
                 if self.fs.state_pages is not None:
                     nursery.start_soon(resilient, self._refresh_pages)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -418,6 +431,8 @@ class Daemon:
             self._record_setup(parents)
             if let_go | self.threads.sweep():
                 self._changed()
+            if self.alarms is not None:
+                self.alarms.prune(lambda pid: self.threads.alarm_wanted(pid) or self.kernel.alarm_wanted(pid))
             for pid in self.fs.faults.pids():
                 if not processes.exists(pid):
                     self.fs.faults.forget(pid)
@@ -442,6 +457,17 @@ class Daemon:
                 await self._controls_changed.wait()
                 continue
             await self._sleep_until(max(min(dues), time.monotonic_ns() + MIN_TICK_NS), self._controls_changed)
+
+    async def _ring(self) -> None:
+        """A process's CPU-clock alarm rang: what waits on it is due a look,
+        and the tick wakes for it."""
+        alarms = self.alarms
+        assert alarms is not None
+        while True:
+            await trio.lowlevel.wait_readable(alarms)
+            pids = alarms.rang()
+            if self.threads.alarmed(pids) + self.kernel.alarmed(pids):
+                self._wake_tick()
 
     async def _sleep_until(self, deadline_ns: int, woken: trio.Event) -> None:
         """Sleep until ``deadline_ns`` (monotonic) on a timer descriptor, to

@@ -26,6 +26,7 @@ from hwperfd.counters.block import ControlBlock
 from hwperfd.counters.errors import CounterError, CountersBusy, InvalidRequest, NotInUse, NotPermitted, NoSuchProcess
 from hwperfd.counters.request import SLOTS, CounterRequest
 from hwperfd.counters.snapshot import Snapshot, rates
+from hwperfd.counters.threads import CpuAlarm
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.trace import recorder as trace
@@ -132,6 +133,11 @@ SIGNAL_TICK_NS = 10_000_000  # the IRIX clock tick
 # record's ``born_by`` by more than this is another process's.
 START_SLACK_NS = 20_000_000
 MIN_WAIT_NS = 100_000  # the least wait between two looks at one signalling process
+# A signalling process waiting on its CPU clock's alarm is looked at by the wall
+# clock only this often besides, should the alarm never ring.
+ALARMED_WAIT_NS = 60_000_000_000
+# Not run over looks this far apart: idle, and its alarm is armed.
+IDLE_NS = 50_000_000
 # A process whose library times its own overflows (overflow_left) is looked
 # at by the tick this long past the instant it was told: the tick is the
 # fallback, for a timer that could not ring.
@@ -312,6 +318,13 @@ class CounterKernel:
         # Pids whose library times their overflows (overflow_left): [the CPU
         # time at the last look, the idle wait] (kept while they are armed).
         self._timed: dict[int, list[int]] = {}
+        # Alarms on processes' CPU clocks (the host's, ``threads.CpuAlarm``):
+        # a signalling process that has not run since the last look waits on
+        # one, not on the wall clock; pid -> the CPU ns armed.  And each
+        # armed pid's CPU ns at the last look.
+        self.alarms: CpuAlarm | None = None
+        self._alarm_at: dict[int, int] = {}
+        self._looked: dict[int, tuple[int, int]] = {}  # pid -> (CPU ns at a look, since when unchanged)
         self.host_cpus = os.cpu_count() or 1  # a process's CPU time runs this much faster than the wall at most
         self._profiles: dict[int, WorkloadProfile] = {}
         self._system: _SystemRecord | None = None
@@ -923,6 +936,7 @@ class CounterKernel:
                 # a restart, a fork) notes the pid again.
                 del self._armed[pid]
                 self._timed.pop(pid, None)
+                self._looked.pop(pid, None)
         target = self._system_signal_target()
         if target is not None and target not in pids:
             pids.append(target)  # catch_up() brings system mode up to date too
@@ -947,6 +961,13 @@ class CounterKernel:
                 ran = sum(record.seen)
                 if headroom is None:
                     wait = 1 << 62
+                elif headroom and self._idle_since(pid, ran, now) and self._alarm(pid, ran + headroom):
+                    # Not run since the last look: its CPU clock rings when it
+                    # has run as much as the overflow needs; the wall clock's
+                    # look is a fallback.
+                    if timed is not None:
+                        timed[1] = 0
+                    wait = ALARMED_WAIT_NS
                 elif timed is not None and ran == timed[0]:
                     # Not run since the last look: its own timer sees to it when it does.
                     timed[1] = min(max(2 * timed[1], headroom + TIMED_GRACE_NS), TIMED_IDLE_MAX_NS)
@@ -956,6 +977,8 @@ class CounterKernel:
                         timed[0], timed[1] = ran, 0
                     wait = max(headroom // self.host_cpus, MIN_WAIT_NS)
                 self._armed[pid] = now + wait
+                if self._looked.get(pid, (-1, 0))[0] != ran:
+                    self._looked[pid] = (ran, now)
         if self._system is not None:
             self._catch_up_system(self._system)
 
@@ -986,6 +1009,41 @@ class CounterKernel:
         self._armed[record.pid] = max(self._armed[record.pid], now + headroom + TIMED_GRACE_NS)
         self._timed[record.pid] = [at, 0]
         return headroom, sig, thread, at
+
+    def _idle_since(self, pid: int, ran: int, now: int) -> bool:
+        """Whether ``pid`` has not run for ``IDLE_NS`` of the looks: one
+        merely blocked in a call a moment (its library's look) is not idle."""
+        looked = self._looked.get(pid)
+        return looked is not None and looked[0] == ran and now - looked[1] >= IDLE_NS
+
+    def _alarm(self, pid: int, at: int) -> bool:
+        """Arm ``pid``'s CPU-clock alarm at ``at`` (a process's record only:
+        a thread's own time is not its process's clock)."""
+        if self.alarms is None or pid in self._thread_of:
+            return False
+        if self._alarm_at.get(pid) == at:
+            return True
+        if not self.alarms.arm(pid, at):
+            return False
+        self._alarm_at[pid] = at
+        return True
+
+    def alarmed(self, pids: Iterable[int]) -> int:
+        """The alarms of ``pids`` rang: those still signalling are due a look
+        now.  Returns how many."""
+        woken = 0
+        for pid in pids:
+            self._alarm_at.pop(pid, None)
+            if pid in self._armed:
+                self._armed[pid] = 0
+                woken += 1
+        return woken
+
+    def alarm_wanted(self, pid: int) -> bool:
+        """Whether ``pid``'s alarm is still of use (it signals)."""
+        if pid in self._alarm_at and pid not in self._armed:
+            del self._alarm_at[pid]
+        return pid in self._alarm_at
 
     def next_due(self, now: int) -> int | None:
         """When the soonest signalling process needs a look (None: none does);

@@ -56,6 +56,20 @@ TIMED_IDLE_MAX_NS = 10_000_000_000
 TIMED_IDLE_GRID_NS = 100_000_000
 
 
+# A context whose process's CPU clock an alarm watches (``CpuAlarm``) is looked at by the
+# wall clock only this often besides, should the alarm never ring.
+ALARMED_WAIT_NS = 60_000_000_000
+# Not run over looks this far apart: idle, and its alarm is armed (one merely
+# blocked a moment in a call, its library's look, is not).
+IDLE_NS = 50_000_000
+
+
+class CpuAlarm(Protocol):
+    """The host's alarm on a process's CPU clock (hwperfd.host.cpualarm)."""
+
+    def arm(self, pid: int, cpu_ns: int) -> bool: ...
+
+
 class ThreadClock(Protocol):
     def thread_times(self, pid: int, tid: int) -> CpuTimes | None: ...
 
@@ -144,6 +158,7 @@ class ThreadContext:
     looked: int = -1  # CPU ns (user + system) counted at the tick's last look
     idle_wait: int = 0  # the tick's last wait while the timed thread did not run
     process_looked: int = -1  # its process's CPU ns (all threads) read before the tick's last look
+    still_since: int = 0  # when a look first found ``looked`` unchanged (monotonic ns)
     attached_ns: int = 0  # when it was set up (CLOCK_MONOTONIC): an exec reported late is not its
 
 
@@ -212,6 +227,11 @@ class ThreadTable:
         #: Called when a process gains its first context or loses its last:
         #: thread events of other processes need not reach the table.
         self.on_processes_changed: Callable[[], None] | None = None
+        #: Alarms on processes' CPU clocks (the host's): an idle context waits
+        #: on one, not on the wall clock (``_schedule``); pid -> (the CPU ns
+        #: armed, the contexts waiting).
+        self.alarms: CpuAlarm | None = None
+        self._alarmed: dict[int, tuple[int, set[ThreadContext]]] = {}
 
     def processes(self) -> frozenset[int]:
         """The processes with a context on any of their threads."""
@@ -383,6 +403,25 @@ class ThreadTable:
                 hooks.on_overflow(ctx, mask)
         return True
 
+    def catch_up_within(self, ctx: ThreadContext) -> bool:
+        """Catch up, where no interrupting overflow can fall in the time
+        since the last catch-up (it is under the headroom at the fullest
+        rate); else pass that time over uncounted.  For a restart's own call
+        (``_upto``): a period shorter than the call's way in would otherwise
+        overflow again inside every restart, and the program would never
+        get back to its own code (perfctr's examples/signal, ireset -25).
+        False if the thread is gone."""
+        now = self.clock.thread_times(ctx.pid, ctx.tid)
+        if now is None:
+            return False
+        new = now[0] + now[1] - ctx.seen[0] - ctx.seen[1]
+        headroom = ctx.cpu.headroom_ns(self._profile(ctx.pid).rates) if ctx.running else None
+        if headroom is not None and new >= headroom:
+            ctx.ran_ns += max(0, new)
+            ctx.seen = (max(now[0], ctx.seen[0]), max(now[1], ctx.seen[1]))
+            return True
+        return self.catch_up(ctx)
+
     def set_running(self, ctx: ThreadContext, running: bool) -> None:
         """Start or stop counting the thread's time; time up to now is
         counted in the old state."""
@@ -467,8 +506,17 @@ class ThreadTable:
     def _schedule(self, ctx: ThreadContext, now: int | None = None) -> int | None:
         headroom = ctx.cpu.headroom_ns(self._profile(ctx.pid).rates) if ctx.running else None
         ran = sum(ctx.seen)
+        at = time.monotonic_ns() if now is None else now
+        if ran != ctx.looked:
+            ctx.still_since = at
         if headroom is None:
             wait = 1 << 62
+        elif headroom and ran == ctx.looked and at - ctx.still_since >= IDLE_NS and self._alarm(ctx, headroom):
+            # Not run since the last look: its process's CPU clock rings when
+            # it has run as much as the overflow needs (the thread's own time
+            # is part of it), and the wall clock's look is a fallback.
+            ctx.idle_wait = 0
+            wait = ALARMED_WAIT_NS
         elif ctx.timed and headroom and ran == ctx.looked:
             # Not run since the last look: its own timer will see to it when it does.
             ctx.idle_wait = min(max(2 * ctx.idle_wait, headroom + TIMED_GRACE_NS), TIMED_IDLE_MAX_NS)
@@ -477,7 +525,7 @@ class ThreadTable:
             ctx.idle_wait = 0
             wait = max(headroom + (TIMED_GRACE_NS if ctx.timed and headroom else 0), MIN_WAIT_NS)
         ctx.looked = ran
-        ctx.due = (time.monotonic_ns() if now is None else now) + wait
+        ctx.due = at + wait
         if ctx.idle_wait:
             ctx.due += -ctx.due % TIMED_IDLE_GRID_NS
         ctx.due_version = ctx.cpu.version
@@ -491,6 +539,44 @@ class ThreadTable:
                 heapq.heapify(heap)
             heapq.heappush(heap, (ctx.due, next(self._entries), ctx))
         return headroom
+
+    def _alarm(self, ctx: ThreadContext, headroom: int) -> bool:
+        """Arm the alarm of ``ctx``'s process at its CPU clock of the last
+        look plus ``headroom`` (or sooner, for another of its contexts)."""
+        if self.alarms is None or ctx.process_looked < 0:
+            return False
+        at = ctx.process_looked + headroom
+        armed = self._alarmed.get(ctx.pid)
+        if armed is not None and armed[0] <= at:
+            armed[1].add(ctx)
+            return True
+        if not self.alarms.arm(ctx.pid, at):
+            return False
+        self._alarmed[ctx.pid] = (at, {ctx, *(armed[1] if armed is not None else ())})
+        return True
+
+    def alarmed(self, pids: Iterable[int]) -> int:
+        """The alarms of ``pids`` rang: their contexts are due a look now.
+        Returns how many."""
+        woken = 0
+        for pid in pids:
+            armed = self._alarmed.pop(pid, None)
+            for ctx in armed[1] if armed is not None else ():
+                if self._live(ctx) and ctx.due_version == ctx.cpu.version:
+                    ctx.due = 0
+                    self._unscheduled[ctx] = None
+                    woken += 1
+        return woken
+
+    def alarm_wanted(self, pid: int) -> bool:
+        """Whether an alarm of ``pid`` still has a context waiting on it."""
+        armed = self._alarmed.get(pid)
+        if armed is None:
+            return False
+        armed[1].intersection_update([ctx for ctx in armed[1] if self._live(ctx)])
+        if not armed[1]:
+            del self._alarmed[pid]
+        return bool(armed[1])
 
     # -- the host's events -------------------------------------------------------
 

@@ -513,7 +513,9 @@ class CpcDevice:
         ctx = self._own_context(caller)
         self.catch_up(ctx, _stood_until(abi.HWPERFD_CPCIO_RESTART, io))
         ctx.data.set.restart(ctx.cpu)
-        self.catch_up(ctx)  # the call's time from the restart on counts
+        # The call's time from the restart on counts, unless an overflow could fall in it.
+        self._threads().catch_up_within(ctx)
+        self.on_counted(ctx)
 
     def _enable(self, io: Any, caller: Caller, enabled: bool = True) -> None:
         """cpc_enable(3CPC): an LWP switches counting on and off in the set

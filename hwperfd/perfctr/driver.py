@@ -454,8 +454,10 @@ class Virtual:
         perfctr.iresume_cstatus = 0
         ireload(perfctr.state)
         resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
-        if upto is not None:
-            self.catch_up(perfctr)
+        if upto is not None and perfctr.ctx is not None:
+            # The call's time from the resume on counts, unless an overflow could fall in it.
+            self.threads.catch_up_within(perfctr.ctx)
+            self._settle(perfctr)
 
     def left_ns(self, perfctr: Vperfctr, caller: int, caught_up: bool = False) -> int:
         """VPERFCTR_OVERFLOW_NS (hwperfd): the vperfctr's own thread asks

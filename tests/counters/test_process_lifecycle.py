@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from hwperfd.counters.errors import InvalidRequest, NoSuchProcess, NotPermitted
-from hwperfd.counters.kernel import INT_MAX, MAX_DESCENDANTS, Caller, CounterKernel, Restore, Signal
+from hwperfd.counters.kernel import ALARMED_WAIT_NS, IDLE_NS, INT_MAX, MAX_DESCENDANTS, Caller, CounterKernel, Restore, Signal
 from hwperfd.counters.lifecycle import Execed, Exited, Forked, Lifecycle, Lost
 from hwperfd.counters.request import CounterRequest
 from hwperfd.cpu.pmu import CpuSet
 from structs import HWPERF_CNTEN_U, spec_word
+from tests.counters.test_threads import FakeAlarms
 
 MS = 1_000_000
 CYCLES_PER_MS = 200_000
@@ -807,3 +808,27 @@ def test_an_exit_whose_last_clock_read_stalls_is_taken_up_again(kernel, life, ho
     host.reap(101)
     life.settle(100)
     assert kernel.read(caller(parent), parent)[1][0] == 5 * CYCLES_PER_MS
+
+
+def test_an_idle_signalling_process_waits_on_its_cpu_clocks_alarm_not_the_wall(kernel, host, signals):
+    """5 ms of CPU time from its overflow and not run since the last look:
+    its CPU-clock alarm is armed 5 ms of its CPU time on, and the wall
+    clock looks only as a fallback; the alarm's ring brings a look at once,
+    and a process that ran is looked at by the wall clock again."""
+    kernel.host_cpus = 2
+    alarms = kernel.alarms = FakeAlarms()
+    proc = host.spawn(100, 1)
+    host.run(100, 3)
+    kernel.enable(caller(proc), proc, cycles(threshold=1_000_000, signal=10))
+    kernel.tick([100], now=0)
+    assert alarms.armed == {} and kernel.next_due(0) == 5 * MS // 2
+    kernel.tick(kernel.signalling(now=5 * MS // 2), now=5 * MS // 2)  # not run: a moment (blocked in a call?)
+    assert alarms.armed == {} and kernel.next_due(0) == 5 * MS
+    kernel.tick([100], now=IDLE_NS)  # not run for IDLE_NS
+    assert alarms.armed == {100: 3 * MS + 5 * MS}
+    assert kernel.next_due(0) == IDLE_NS + ALARMED_WAIT_NS
+    assert kernel.alarmed([100]) == 1 and kernel.signalling(now=IDLE_NS) == [100]
+    host.run(100, 1)
+    kernel.tick([100], now=IDLE_NS)
+    assert kernel.next_due(0) == IDLE_NS + 4 * MS // 2 and not signals
+    assert not kernel.alarm_wanted(100)  # it rang, and none is armed since

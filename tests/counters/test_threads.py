@@ -19,6 +19,8 @@ from hwperfd.counters.threads import (
     ThreadCreated,
     ThreadExited,
     ThreadTable,
+    ALARMED_WAIT_NS,
+    IDLE_NS,
     coalesce,
 )
 from hwperfd.cpu.core import X86_EN, X86_INT, X86_OS, X86_USR
@@ -494,3 +496,73 @@ def test_the_ticks_look_reads_no_thread_time_while_its_process_has_not_run(host)
     totals[10] = MS
     table.tick(ctx, now=0)
     assert reads == [10] and ctx.cpu.raw(0) == (-MS) % MODELS["amd"].modulus and ctx.idle_wait == 0
+
+
+class FakeAlarms:
+    """The host's CPU-clock alarms: what was armed, per pid."""
+
+    def __init__(self) -> None:
+        self.armed: dict[int, int] = {}
+
+    def arm(self, pid: int, cpu_ns: int) -> bool:
+        self.armed[pid] = cpu_ns
+        return True
+
+
+def test_an_idle_interrupting_context_waits_on_its_processs_cpu_clock_not_the_wall(host):
+    """A context 10 ms of CPU time from its overflow whose thread has not
+    run since the last look: its process's CPU-clock alarm is armed 10 ms
+    of process CPU time on, and the wall clock looks only as a fallback
+    (2 000 idle processes cost no looks); the alarm brings a look at once."""
+    unit = WorkloadProfile.named("unit")
+    cpu = {10: 50 * MS}
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True,
+                        process_cpu_ns=cpu.get)  # fmt: skip
+    alarms = table.alarms = FakeAlarms()
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=1000)
+    ctx.cpu.program(0, CYCLES | X86_INT)
+    ctx.cpu.write(0, -10 * MS)
+    table.tick(ctx, now=0)  # it ran (its first look): the wall clock's headroom
+    assert alarms.armed == {} and table.next_due() == 10 * MS
+    table.tick(ctx, now=10 * MS)  # it did not run since: but only a moment (blocked in a call?)
+    assert alarms.armed == {} and table.next_due() == 20 * MS
+    table.tick(ctx, now=IDLE_NS)  # not run for IDLE_NS
+    assert alarms.armed == {10: 60 * MS}
+    assert table.next_due() == IDLE_NS + ALARMED_WAIT_NS
+    assert table.interrupting(now=IDLE_NS + MS) == []
+    assert table.alarmed([10]) == 1 and table.interrupting(now=IDLE_NS + MS) == [ctx]
+    host.run(10, 4 * MS)
+    cpu[10] += 4 * MS
+    table.tick(ctx, now=IDLE_NS + MS)  # it ran: the wall clock again, 6 ms of headroom left
+    assert table.next_due() == IDLE_NS + 7 * MS and alarms.armed == {10: 60 * MS}
+    assert not table.alarm_wanted(10)  # nothing waits on the alarm that rang
+
+
+def test_without_a_process_cpu_reading_an_idle_context_keeps_the_wall_clock(host):
+    unit = WorkloadProfile.named("unit")
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True)
+    alarms = table.alarms = FakeAlarms()
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=1000)
+    ctx.cpu.program(0, CYCLES | X86_INT)
+    ctx.cpu.write(0, -10 * MS)
+    table.tick(ctx, now=0)
+    table.tick(ctx, now=IDLE_NS)
+    assert alarms.armed == {} and table.next_due() == IDLE_NS + 10 * MS
+
+
+def test_a_restarts_own_call_counts_only_where_no_overflow_can_fall_in_it(host):
+    """After a restart, the call's own time counts (it is under the
+    headroom), but a period shorter than that time is passed over uncounted:
+    it would overflow inside every restart, and the program never run."""
+    table, ctx = counted_10_ms_on_the_hosts_clock(host)
+    ctx.cpu.program(1, CYCLES | X86_INT)
+    ctx.cpu.write(1, -5 * MS)
+    host.run(10, 0, 1 * MS)  # the restart call's way in
+    table.catch_up_within(ctx)
+    assert ctx.cpu.rdpmc(0) == 11 * MS and not ctx.cpu.pending(1)
+    ctx.cpu.write(1, -25)  # perfctr's examples/signal: 25 events
+    host.run(10, 0, 1 * MS)
+    table.catch_up_within(ctx)
+    assert ctx.cpu.rdpmc(0) == 11 * MS and not ctx.cpu.pending(1) and sum(ctx.seen) == 12 * MS

@@ -38,9 +38,11 @@ ROUND_TRIPS = 5
 SIGNAL_NS = 20_000  # and the two signals' way in, per overflow
 
 
-def burn(mount, program, personality: str, period: int, cpu_ms: int, nobody: bool = False, **env: str):
+def burn(mount, program, personality: str, period: int, cpu_ms: int, nobody: bool = False, idle_ms: int = 0,
+         **env: str):  # fmt: skip
     prefix = NOBODY if nobody else []
-    done = subprocess.run([*prefix, str(program), personality, str(period), "burn", str(cpu_ms)],
+    idle = [str(idle_ms)] if idle_ms else []
+    done = subprocess.run([*prefix, str(program), personality, str(period), "burn", str(cpu_ms), *idle],
                           capture_output=True, text=True, env=mount.env(**env), timeout=300)  # fmt: skip
     assert done.returncode == 0, (done.stdout, done.stderr)
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", done.stdout)}
@@ -89,6 +91,30 @@ def test_without_the_timer_the_daemons_tick_still_brings_every_overflow(intel_re
     r = burn(intel_real, timed, personality, 5 * MS, 200, HWPERFD_OVERFLOW_TIMER="0")
     check_exact(r, 5 * MS)
     assert r["signals"] >= 10, r
+
+
+def alarms(mount) -> dict[str, int]:
+    status = (mount.path / "control").read_text()
+    found = re.search(r"CPU-clock alarms: (\d+) processes, (\d+) armed, (\d+) rung", status)
+    assert found, status
+    return dict(zip(("processes", "armed", "rung"), map(int, found.groups())))
+
+
+@pytest.mark.parametrize("personality", ["perfctr", "cpc"])
+def test_an_idle_thread_costs_no_looks_and_its_processs_cpu_clock_rings_when_it_runs(intel_real, timed, personality):
+    """Without the timer, a thread 5 ms of CPU time from its overflow that
+    sleeps 1.5 s is not looked at every 5 ms: the daemon arms an alarm on
+    its process's CPU clock (hwperfd/host/cpualarm.py) once, and when the
+    thread runs the alarm rings and its overflows come, exact as ever."""
+    before = alarms(intel_real)
+    r = burn(intel_real, timed, personality, 5 * MS, 100, idle_ms=1500, HWPERFD_OVERFLOW_TIMER="0")
+    after = alarms(intel_real)
+    check_exact(r, 5 * MS)
+    assert r["signals"] >= 5, r
+    assert after["rung"] > before["rung"], (before, after)
+    # One arm for the idle stretch (the tick's looks at an idle thread armed
+    # nothing new), and a few more around the run's own idle moments.
+    assert after["armed"] - before["armed"] <= 5, (before, after)
 
 
 def state(proc: subprocess.Popen, signals: int) -> dict[str, int]:

@@ -3,7 +3,9 @@
  * vperfctr_iresume; cpc, a CPC_OVF_NOTIFY_EMT request and cpc_set_restart.
  * The handler only counts and restarts (a profiler takes the PC).
  *
- *   timed perfctr|cpc PERIOD burn CPU_MS   burn CPU_MS of its own CPU time
+ *   timed perfctr|cpc PERIOD burn CPU_MS [IDLE_MS]
+ *                                        burn CPU_MS of its own CPU time (after
+ *                                        sleeping IDLE_MS once set up)
  *   timed perfctr|cpc PERIOD wait          for the manual clock: prints
  *        "ready pid=P", then per stdin line "expect N" waits until N signals
  *        came (10 s at most) and prints the state; exits at EOF
@@ -129,12 +131,18 @@ int main(int argc, char **argv)
     use_cpc = strcmp(argv[1], "cpc") == 0;
     period = atoll(argv[2]);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (strcmp(argv[3], "burn") == 0 && argc == 5) {
+    if (strcmp(argv[3], "burn") == 0 && (argc == 5 || argc == 6)) {
 	volatile unsigned long spin = 0;
 	long long until, total;
 
 	begin = cpu_ns();
 	start();
+	if (argc == 6) {
+	    struct timespec idle = { atoll(argv[5]) / 1000, atoll(argv[5]) % 1000 * 1000000L };
+
+	    while (nanosleep(&idle, &idle) < 0)
+		;
+	}
 	until = begin + atoll(argv[4]) * 1000000LL;
 	while (cpu_ns() < until)
 	    for (int i = 0; i < 1000; ++i)

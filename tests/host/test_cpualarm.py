@@ -1,0 +1,72 @@
+"""Alarms on other processes' CPU clocks (hwperfd.host.cpualarm), on real
+processes: one that runs rings once its CPU clock gets there; one that
+sleeps does not; a gone one cannot be armed."""
+
+from __future__ import annotations
+
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hwperfd.host import processes
+from hwperfd.host.cpualarm import CpuAlarms
+
+MS = 1_000_000
+
+
+@pytest.fixture
+def alarms():
+    made = CpuAlarms()
+    yield made
+    made.close()
+
+
+def rang_within(alarms: CpuAlarms, seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    rang: set[int] = set()
+    while not rang and time.monotonic() < deadline:
+        select.select([alarms], [], [], max(0.0, deadline - time.monotonic()))
+        rang = alarms.rang()
+    return rang
+
+
+def test_a_running_process_rings_at_its_cpu_time_and_a_sleeping_one_never(alarms):
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.05)
+        at = processes.read_cpu_total(busy.pid) + 30 * MS
+        assert alarms.arm(busy.pid, at)
+        assert alarms.arm(idle.pid, processes.read_cpu_total(idle.pid) + MS)
+        assert rang_within(alarms, 30) == {busy.pid}
+        assert processes.read_cpu_total(busy.pid) >= at  # not before its CPU time got there
+        assert rang_within(alarms, 0.3) == set()  # the sleeper has not run a ms
+        assert (len(alarms), alarms.armed, alarms.rung) == (2, 2, 1)
+    finally:
+        busy.kill()
+        idle.kill()
+        busy.wait()
+        idle.wait()
+    assert not alarms.arm(busy.pid, 1)  # reaped: nothing to time
+    alarms.prune(lambda pid: False)
+    assert len(alarms) == 0
+
+
+def test_a_later_arm_keeps_the_sooner_one_not_yet_rung(alarms):
+    """Two waiters on one process (IRIX counters and a thread's): the sooner
+    instant stands, and its ring wakes both."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.05)
+        now = processes.read_cpu_total(busy.pid)
+        assert alarms.arm(busy.pid, now + 20 * MS)
+        assert alarms.arm(busy.pid, now + 10_000 * MS)
+        assert alarms.armed == 1
+        assert rang_within(alarms, 30) == {busy.pid}
+        assert processes.read_cpu_total(busy.pid) < now + 10_000 * MS
+    finally:
+        busy.kill()
+        busy.wait()
