@@ -298,6 +298,7 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
         time.sleep(seconds)
         return (cpu_s(daemon.pid) - before) / (time.monotonic() - wall)
 
+    time.sleep(3)  # the exits of an earlier figure's processes are taken in first
     baseline = share()
     children, refused = [], 0
     try:
