@@ -25,6 +25,8 @@ import struct
 import threading
 from typing import Callable
 
+from hwperfd.host import processes
+
 SIGNAL = signal.SIGRTMAX - 2  # not one a counted program's library takes: those are in the daemon
 SIGEV_THREAD_ID = 4
 TIMER_ABSTIME = 1
@@ -72,6 +74,7 @@ class CpuAlarms:
     def __init__(self) -> None:
         self._timers: dict[int, ctypes.c_void_p] = {}
         self._at: dict[int, int] = {}  # pid -> the CPU ns its timer rings at, until it rings
+        self._starts: dict[int, int] = {}  # pid -> the start time of the process its timer is on
         self._tid = threading.get_native_id()
         signal.pthread_sigmask(signal.SIG_BLOCK, {SIGNAL})
         mask = (ctypes.c_ulong * 16)()
@@ -96,9 +99,21 @@ class CpuAlarms:
         and a thread's may wait on one process: a ring wakes both); False
         when it cannot be timed (gone), and the caller looks by the wall
         clock."""
-        if self._at.get(pid, cpu_ns + 1) <= cpu_ns:
+        start = processes.read_start(pid)
+        if start is None:
+            self.forget(pid)
+            return False
+        if self._starts.get(pid) != start:
+            self.forget(pid)  # the timer was another process's under the pid (it never rings)
+        elif self._at.get(pid, cpu_ns + 1) <= cpu_ns:
             return True
-        timer = self._timers.get(pid)
+        if not self._set(pid, self._timers.get(pid), cpu_ns):
+            self.forget(pid)
+            return False
+        self._starts[pid] = start
+        return True
+
+    def _set(self, pid: int, timer: ctypes.c_void_p | None, cpu_ns: int) -> bool:
         if timer is None:
             clock = ctypes.c_int()
             if _libc.clock_getcpuclockid(pid, ctypes.byref(clock)) != 0:
@@ -115,7 +130,6 @@ class CpuAlarms:
         spec = _Itimerspec()
         spec.it_value.tv_sec, spec.it_value.tv_nsec = divmod(max(1, cpu_ns), 1_000_000_000)
         if _libc.timer_settime(timer, TIMER_ABSTIME, ctypes.byref(spec), None) < 0:
-            self.forget(pid)
             return False
         self._at[pid] = cpu_ns
         self.armed += 1
@@ -123,6 +137,7 @@ class CpuAlarms:
 
     def forget(self, pid: int) -> None:
         self._at.pop(pid, None)
+        self._starts.pop(pid, None)
         timer = self._timers.pop(pid, None)
         if timer is not None:
             _libc.timer_delete(timer)

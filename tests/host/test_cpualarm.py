@@ -70,3 +70,26 @@ def test_a_later_arm_keeps_the_sooner_one_not_yet_rung(alarms):
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_a_process_under_a_pid_whose_timer_was_anothers_gets_its_own(alarms, monkeypatch):
+    """A timer stays with the process it was made on: once that one is gone
+    and its pid taken again, the pid's next arm makes a new timer (the old
+    one would never ring)."""
+    from hwperfd.host import cpualarm
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.05)
+        at = processes.read_cpu_total(busy.pid) + 20 * MS
+        real_start = processes.read_start(busy.pid)
+        monkeypatch.setattr(cpualarm.processes, "read_start", lambda pid: real_start - 1)  # "another" process
+        assert alarms.arm(busy.pid, at)
+        monkeypatch.setattr(cpualarm.processes, "read_start", lambda pid: real_start)
+        # Later than the other's, yet not kept from it: its timer goes, a new one is set.
+        assert alarms.arm(busy.pid, at + 10_000 * MS)
+        assert alarms.armed == 2 and len(alarms) == 1
+        assert rang_within(alarms, 0.5) == set()  # the other's timer went with it
+    finally:
+        busy.kill()
+        busy.wait()
