@@ -27,7 +27,9 @@ from typing import Callable
 
 from hwperfd.host import processes
 
-SIGNAL = signal.SIGRTMAX - 2  # not one a counted program's library takes: those are in the daemon
+# One real-time signal none of hwperfd's libraries uses (59 to 63 are theirs):
+# blocked in the daemon's thread, and a child it started would inherit the mask.
+SIGNAL = signal.SIGRTMIN + 6
 SIGEV_THREAD_ID = 4
 TIMER_ABSTIME = 1
 SFD_NONBLOCK = os.O_NONBLOCK
@@ -76,7 +78,7 @@ class CpuAlarms:
         self._at: dict[int, int] = {}  # pid -> the CPU ns its timer rings at, until it rings
         self._starts: dict[int, int] = {}  # pid -> the start time of the process its timer is on
         self._tid = threading.get_native_id()
-        signal.pthread_sigmask(signal.SIG_BLOCK, {SIGNAL})
+        self._was_blocked = SIGNAL in signal.pthread_sigmask(signal.SIG_BLOCK, {SIGNAL})
         mask = (ctypes.c_ulong * 16)()
         bit = int(SIGNAL) - 1
         mask[bit // 64] |= 1 << (bit % 64)
@@ -164,6 +166,18 @@ class CpuAlarms:
             self.forget(pid)
 
     def close(self) -> None:
+        """Let every timer go and the thread's mask be as it was (made in a
+        test's process, its children would inherit the blocked signal)."""
         for pid in list(self._timers):
             self.forget(pid)
         os.close(self._fd)
+        self.rang_pending()
+        if not self._was_blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {SIGNAL})
+
+    @staticmethod
+    def rang_pending() -> None:
+        """Take what rang after the descriptor was closed, so unblocking the
+        signal does not deliver it (its default action ends the process)."""
+        while SIGNAL in signal.sigpending():
+            signal.sigtimedwait({SIGNAL}, 0)

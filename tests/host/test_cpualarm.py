@@ -93,3 +93,21 @@ def test_a_process_under_a_pid_whose_timer_was_anothers_gets_its_own(alarms, mon
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_closing_leaves_the_threads_signal_mask_as_it_was():
+    """Children of a process that made alarms must not inherit the blocked
+    signal once it is done with them (libcpc's carrier is a real-time
+    signal too: a suite that made alarms and then started programs starved
+    them of it)."""
+    import signal
+
+    from hwperfd.host.cpualarm import SIGNAL
+
+    assert SIGNAL not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    made = CpuAlarms()
+    assert SIGNAL in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    made.close()
+    assert SIGNAL not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    child = subprocess.run(["grep", "SigBlk", "/proc/self/status"], capture_output=True, text=True)
+    assert int(child.stdout.split()[1], 16) & (1 << (SIGNAL - 1)) == 0
