@@ -168,7 +168,12 @@ class Daemon:
         )
         # Idle signalling processes wait on their CPU clocks' alarms, not on
         # the wall clock (hwperfd/host/cpualarm.py); made in the loop's thread.
-        self.alarms = CpuAlarms() if isinstance(self.clock, RealClock) else None
+        self.alarms: CpuAlarms | None = None
+        if isinstance(self.clock, RealClock):
+            try:
+                self.alarms = CpuAlarms()
+            except OSError as exc:  # no signalfd here: idle contexts are looked at by the wall clock
+                log.warning("CPU-clock alarms off: %s", exc)
         self.threads.alarms = self.kernel.alarms = self.alarms
         self.events: procevents.ProcessEvents | None = None
         # Thread events reach the daemon only for processes with thread
@@ -404,9 +409,10 @@ class Daemon:
             nursery.start_soon(self._flush_store)
             if isinstance(self.clock, RealClock):
                 nursery.start_soon(resilient, self._tick)
-                nursery.start_soon(resilient, self._ring)
                 if self.fs.state_pages is not None:
                     nursery.start_soon(resilient, self._refresh_pages)
+            if self.alarms is not None:
+                nursery.start_soon(resilient, self._ring)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 log.info(
                     "mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name
