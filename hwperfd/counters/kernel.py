@@ -961,10 +961,18 @@ class CounterKernel:
                 ran = sum(record.seen)
                 if headroom is None:
                     wait = 1 << 62
-                elif headroom and self._idle_since(pid, ran, now) and self._alarm(pid, ran + headroom):
-                    # Not run since the last look: its CPU clock rings when it
-                    # has run as much as the overflow needs; the wall clock's
-                    # look is a fallback.
+                elif (
+                    timed is not None
+                    and headroom
+                    and self._idle_since(pid, ran, now)
+                    and self._alarm(pid, ran + headroom)
+                ):
+                    # Timed by its library and not run since the last look:
+                    # its CPU clock rings when it has run as much as the
+                    # overflow needs; the wall clock's look is a fallback.
+                    # (Not for a process that does not time itself: a
+                    # CPU-clock timer on another process can ring tens of ms
+                    # of CPU late, docs/overflow.md.)
                     if timed is not None:
                         timed[1] = 0
                     wait = ALARMED_WAIT_NS

@@ -511,10 +511,20 @@ class ThreadTable:
             ctx.still_since = at
         if headroom is None:
             wait = 1 << 62
-        elif headroom and ran == ctx.looked and at - ctx.still_since >= IDLE_NS and self._alarm(ctx, headroom):
-            # Not run since the last look: its process's CPU clock rings when
-            # it has run as much as the overflow needs (the thread's own time
-            # is part of it), and the wall clock's look is a fallback.
+        elif (
+            ctx.timed
+            and headroom
+            and ran == ctx.looked
+            and at - ctx.still_since >= IDLE_NS
+            and self._alarm(ctx, headroom)
+        ):
+            # Timed by its own thread and not run since the last look: its
+            # process's CPU clock rings when it has run as much as the
+            # overflow needs (the thread's own time is part of it), and the
+            # wall clock's look is a fallback.  Not for a thread that does
+            # not time itself: a CPU-clock timer on another process was seen
+            # to ring 55 ms of CPU late on a loaded 2-CPU VM, and its
+            # overflows would be found that late (docs/overflow.md).
             ctx.idle_wait = 0
             wait = ALARMED_WAIT_NS
         elif ctx.timed and headroom and ran == ctx.looked:

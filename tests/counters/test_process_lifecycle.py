@@ -810,24 +810,27 @@ def test_an_exit_whose_last_clock_read_stalls_is_taken_up_again(kernel, life, ho
     assert kernel.read(caller(parent), parent)[1][0] == 5 * CYCLES_PER_MS
 
 
-def test_an_idle_signalling_process_waits_on_its_cpu_clocks_alarm_not_the_wall(kernel, host, signals):
-    """5 ms of CPU time from its overflow and not run since the last look:
-    its CPU-clock alarm is armed 5 ms of its CPU time on, and the wall
-    clock looks only as a fallback; the alarm's ring brings a look at once,
-    and a process that ran is looked at by the wall clock again."""
+def test_an_idle_process_that_times_itself_waits_on_its_cpu_clocks_alarm_not_the_wall(kernel, host, signals):
+    """Its library times its overflows (overflow_left), it is 5 ms of CPU
+    time from one and has not run over looks IDLE_NS apart: its CPU-clock
+    alarm is armed 5 ms of its CPU time on, and the wall clock looks only
+    as a fallback; the ring brings a look at once, and once it runs the
+    wall clock looks again.  A process that does not time itself keeps the
+    wall clock (a CPU-clock timer on another process can ring late)."""
     kernel.host_cpus = 2
+    kernel.host_time = True
     alarms = kernel.alarms = FakeAlarms()
-    proc = host.spawn(100, 1)
+    untimed, proc = host.spawn(101, 1), host.spawn(100, 1)
     host.run(100, 3)
-    kernel.enable(caller(proc), proc, cycles(threshold=1_000_000, signal=10))
-    kernel.tick([100], now=0)
-    assert alarms.armed == {} and kernel.next_due(0) == 5 * MS // 2
-    kernel.tick(kernel.signalling(now=5 * MS // 2), now=5 * MS // 2)  # not run: a moment (blocked in a call?)
-    assert alarms.armed == {} and kernel.next_due(0) == 5 * MS
-    kernel.tick([100], now=IDLE_NS)  # not run for IDLE_NS
+    for p in (untimed, proc):
+        kernel.enable(caller(p), p, cycles(threshold=1_000_000, signal=10))
+    assert kernel.overflow_left(proc, now=0)[0] == 5 * MS
+    kernel.tick([100, 101], now=0)
+    assert alarms.armed == {}
+    kernel.tick([100, 101], now=IDLE_NS)  # neither ran
     assert alarms.armed == {100: 3 * MS + 5 * MS}
-    assert kernel.next_due(0) == IDLE_NS + ALARMED_WAIT_NS
-    assert kernel.alarmed([100]) == 1 and kernel.signalling(now=IDLE_NS) == [100]
+    assert kernel.signalling(now=IDLE_NS + 5 * MS) == [101]  # the other still by the wall clock
+    assert kernel.alarmed([100]) == 1 and 100 in kernel.signalling(now=IDLE_NS)
     host.run(100, 1)
     kernel.tick([100], now=IDLE_NS)
     assert kernel.next_due(0) == IDLE_NS + 4 * MS // 2 and not signals
