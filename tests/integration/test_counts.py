@@ -92,5 +92,13 @@ def test_every_interval_counts_the_cpu_time_it_ran_and_exit_counts_what_wait4_re
         assert 0 <= exl * EXL_SHARE <= (0.01 + system_share) * interval, (interval, exl, system_share)
         ratios.append(user / interval)
     assert max(ratios) - min(ratios) <= 0.01 + system_share, ratios
-    assert abs(ns(final[0]) - utime) <= TICK_NS, (ns(final[0]), utime)
-    assert abs((ns(final[16]) - ns(final[0])) * EXL_SHARE - stime) <= TICK_NS, (ns(final[16]), stime)
+    # At the exit, user and system mode together are what wait4 reports,
+    # within a tick; each mode alone within a tick too, but for system time
+    # stat reported only late: it was counted as user time when it ran, and
+    # counted time stays counted (hwperfd/host/attribution.py), so the
+    # kernel-mode count may stay short of wait4's system time by that much,
+    # and the user count above its user time by as much (fresh-clone CI:
+    # 10.5 ms of 11.4 ms; locally 22 ms).
+    user, system = ns(final[0]), (ns(final[16]) - ns(final[0])) * EXL_SHARE
+    assert abs(user + system - utime - stime) <= TICK_NS, (user, system, utime, stime)
+    assert user >= utime - TICK_NS and system <= stime + TICK_NS, (user, system, utime, stime)
