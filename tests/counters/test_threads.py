@@ -509,21 +509,29 @@ class FakeAlarms:
         return True
 
 
+def interrupting_10_ms_away(host: FakeHost, process_cpu_ns) -> tuple[ThreadTable, FakeAlarms, ThreadContext]:
+    """A host-clock table with fake alarms, and thread 10's context 10 ms of
+    CPU time from an interrupting overflow."""
+    unit = WorkloadProfile.named("unit")
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True,
+                        process_cpu_ns=process_cpu_ns)  # fmt: skip
+    alarms = FakeAlarms()
+    table.alarms = alarms
+    host.spawn(10, 10)
+    ctx = table.attach("perfctr", 10, 10, owner=1000)
+    ctx.cpu.program(0, CYCLES | X86_INT)
+    ctx.cpu.write(0, -10 * MS)
+    return table, alarms, ctx
+
+
 def test_an_idle_context_that_times_itself_waits_on_its_processs_cpu_clock_not_the_wall(host):
     """A context whose thread times itself (its library asked ``left_ns``),
     10 ms of CPU time from its overflow, whose thread has not run over
     looks IDLE_NS apart: its process's CPU-clock alarm is armed 10 ms of
     process CPU time on, and the wall clock looks only as a fallback
     (2 000 idle processes cost no looks); the alarm brings a look at once."""
-    unit = WorkloadProfile.named("unit")
     cpu = {10: 50 * MS}
-    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True,
-                        process_cpu_ns=cpu.get)  # fmt: skip
-    alarms = table.alarms = FakeAlarms()
-    host.spawn(10, 10)
-    ctx = table.attach("perfctr", 10, 10, owner=1000)
-    ctx.cpu.program(0, CYCLES | X86_INT)
-    ctx.cpu.write(0, -10 * MS)
+    table, alarms, ctx = interrupting_10_ms_away(host, cpu.get)
     ctx.timed = True
     table.tick(ctx, now=0)  # it ran (its first look): the wall clock's headroom, a grace past
     assert alarms.armed == {} and table.next_due() == 10 * MS + TIMED_GRACE_NS
@@ -545,27 +553,14 @@ def test_an_idle_context_that_does_not_time_itself_keeps_the_wall_clock(host):
     """A CPU-clock timer on another process can ring tens of ms of CPU late:
     a thread whose overflows only the daemon finds is looked at by the wall
     clock, idle or not."""
-    unit = WorkloadProfile.named("unit")
-    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True,
-                        process_cpu_ns={10: 0}.get)  # fmt: skip
-    alarms = table.alarms = FakeAlarms()
-    host.spawn(10, 10)
-    ctx = table.attach("perfctr", 10, 10, owner=1000)
-    ctx.cpu.program(0, CYCLES | X86_INT)
-    ctx.cpu.write(0, -10 * MS)
+    table, alarms, ctx = interrupting_10_ms_away(host, {10: 0}.get)
     table.tick(ctx, now=0)
     table.tick(ctx, now=IDLE_NS)
     assert alarms.armed == {} and table.next_due() == IDLE_NS + 10 * MS
 
 
 def test_without_a_process_cpu_reading_an_idle_context_keeps_the_wall_clock(host):
-    unit = WorkloadProfile.named("unit")
-    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True)
-    alarms = table.alarms = FakeAlarms()
-    host.spawn(10, 10)
-    ctx = table.attach("perfctr", 10, 10, owner=1000)
-    ctx.cpu.program(0, CYCLES | X86_INT)
-    ctx.cpu.write(0, -10 * MS)
+    table, alarms, ctx = interrupting_10_ms_away(host, None)
     ctx.timed = True
     table.tick(ctx, now=0)
     table.tick(ctx, now=IDLE_NS)
