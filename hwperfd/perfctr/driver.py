@@ -753,7 +753,7 @@ class PerfctrDevice:
         # counters stood until then (its own thread's alone).
         upto = None
         if cmd == abi.VPERFCTR_IRESUME_NS and perfctr.ctx is not None and perfctr.ctx.tid == caller:
-            upto = abi.OVERFLOW_NS_PACK.unpack(data)[0] or None
+            upto = int.from_bytes(data[:8], "little") or None  # the copy-in is 8 bytes (_IOWR); none reads as 0
         if live and perfctr.ctx is not None and perfctr.ctx.tid == caller and cmd != abi.VPERFCTR_READ_CONTROL:
             ends = cmd == abi.VPERFCTR_UNLINK or (cmd == abi.VPERFCTR_CONTROL and not _starts(data))
             if virtual.overflow_first(perfctr, cmd, ends, upto):
