@@ -18,8 +18,25 @@
  *  - farther, or when the thread ran almost none of the wall time the last
  *    one waited (under 1/32) and blocked meanwhile (it sleeps, not merely
  *    waits for a CPU on a busy machine), a timer on the thread's CPU
- *    clock OVF_EARLY_NS before the instant: it rings up to a tick late, but
- *    costs nothing while the thread does not run.
+ *    clock OVF_EARLY_NS before the instant, which costs nothing while the
+ *    thread does not run.
+ *
+ * That CPU-clock timer is, where the kernel lets the thread open one, a
+ * perf task-clock event on the thread itself (perf_event_open(2), a
+ * software event: no hardware counter is taken), whose overflow signals
+ * the thread through its file (F_SETSIG, F_SETOWN_EX): the kernel runs it
+ * on a high-resolution timer while the thread is on a CPU, so it rings on
+ * its instant.  A POSIX CPU-clock timer (timer_create on
+ * CLOCK_THREAD_CPUTIME_ID) is only checked at the scheduler's tick when
+ * the thread is the one running; on a busy machine a thread can run for
+ * tens of ms between ticks and never be running at one (seen on a 2-CPU
+ * VM beside two CPU-bound processes: 20-80 ms of CPU late), so it is the
+ * fallback where perf is not allowed.  An event that may not count kernel
+ * time (perf_event_paranoid 2, no CAP_PERFMON) drops a ring that lands in
+ * the kernel and rings a period later (half the rings of a thread that
+ * spends half its time in system calls), so it rings at half of what is
+ * left and at least every OVF_STEP_NS: a dropped ring costs that much, and
+ * the rings cost the thread a few us each.
  *
  * The monotonic timer is set OVF_LEAD_NS short, the usual lag of its
  * signal, but never sooner than OVF_MIN_NS: with a period shorter than the
@@ -55,10 +72,13 @@
 #define HWPERFD_OVERFLOW_TIMER_H
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -68,6 +88,7 @@
 #define OVF_EARLY_NS 10000000LL	/* the CPU-clock timer rings this long before the instant */
 #define OVF_LEAD_NS 60000LL	/* the monotonic timer rings this long before it (its signal's usual lag) */
 #define OVF_MIN_NS 50000LL	/* and no sooner than this after it is armed: the program runs between looks */
+#define OVF_STEP_NS 2000000LL	/* a task-clock event that drops rings in the kernel rings this often */
 #define OVF_SLEEPS 3		/* waits it slept through in a row: the CPU clock's timer */
 #define OVF_WALL 1		/* sival_int of each timer's signal: the thread's */
 #define OVF_CPU 2
@@ -88,17 +109,19 @@ struct ovf_timer {
     long long armed_cpu, armed_wall;	/* when the monotonic timer was armed */
     long long armed_nvcsw;		/* and the context switches by then (ovf_nvcsw) */
     int cpu_armed;
+    int perf;				/* the thread's task-clock event (its CPU-clock timer), or -1 */
+    int perf_halves;			/* it drops rings in the kernel: ring at halves, OVF_STEP_NS at most */
     int slept;				/* waits in a row it slept through */
     clockid_t clock;			/* the CPU clock: the thread's, or the process's */
     int who;				/* getrusage's RUSAGE_THREAD or RUSAGE_SELF */
     long long cpus;			/* CPU ns per wall ns at most: 1, or the host's CPUs */
 };
 
-static __thread struct ovf_timer ovf_self = { 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, CLOCK_THREAD_CPUTIME_ID,
-					      RUSAGE_THREAD, 1 };
+static __thread struct ovf_timer ovf_self = { .fd = -1, .perf = -1, .clock = CLOCK_THREAD_CPUTIME_ID,
+					      .who = RUSAGE_THREAD, .cpus = 1 };
 #ifdef OVF_PROCESS
-static struct ovf_timer ovf_proc = { 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, CLOCK_PROCESS_CPUTIME_ID, RUSAGE_SELF,
-					 1 };
+static struct ovf_timer ovf_proc = { .fd = -1, .perf = -1, .clock = CLOCK_PROCESS_CPUTIME_ID, .who = RUSAGE_SELF,
+				     .cpus = 1 };
 #endif
 static pthread_once_t ovf_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ovf_key;
@@ -143,9 +166,26 @@ static void ovf_schedule(struct ovf_timer *t, long long now, int idle)
 
     if (left > OVF_NEAR_NS || idle) {
 	long long at = left > OVF_EARLY_NS ? t->instant - OVF_EARLY_NS : t->instant;
-	ovf_set(t->cpu, at, TIMER_ABSTIME);
+
+	if (t->perf >= 0) {
+	    unsigned long long period = at - now > OVF_MIN_NS ? (unsigned long long)(at - now) : OVF_MIN_NS;
+
+	    if (t->perf_halves && period / 2 >= OVF_MIN_NS)
+		period = period / 2 < OVF_STEP_NS ? period / 2 : OVF_STEP_NS;
+	    ioctl(t->perf, PERF_EVENT_IOC_PERIOD, &period);
+	    if (!t->cpu_armed)
+		ioctl(t->perf, PERF_EVENT_IOC_ENABLE, 0);
+	} else {
+	    ovf_set(t->cpu, at, TIMER_ABSTIME);
+	}
 	t->cpu_armed = 1;
 	return;
+    }
+    /* Near: the monotonic timer alone (a task-clock event would ring on
+       every period of the rest). */
+    if (t->perf >= 0 && t->cpu_armed) {
+	ioctl(t->perf, PERF_EVENT_IOC_DISABLE, 0);
+	t->cpu_armed = 0;
     }
     t->armed_cpu = now;
     t->armed_wall = ovf_clock(CLOCK_MONOTONIC);
@@ -161,21 +201,33 @@ static void ovf_ring(int sig, siginfo_t *si, void *uc)
     long long now;
 
     (void)sig; (void)uc;
-    if (si == NULL || si->si_code != SI_TIMER)
+    if (si == NULL)
 	goto out;
-    which = si->si_value.sival_int;
+    if (si->si_code == POLL_IN && t->perf >= 0 && si->si_fd == t->perf)
+	which = OVF_CPU;	/* the task-clock event's (F_SETSIG) */
+    else if (si->si_code == SI_TIMER)
+	which = si->si_value.sival_int;
+    else
+	goto out;
 #ifdef OVF_PROCESS
     if (which == OVF_PROC_WALL || which == OVF_PROC_CPU) {
 	t = &ovf_proc;
 	which -= OVF_PROC_WALL - OVF_WALL;
     }
 #endif
+    if (t->pid != getpid())
+	goto out;
+    if (which == OVF_CPU) {
+	/* Spent; the task-clock event would ring again each period: off
+	   until armed again, even while a call holds the timer. */
+	if (t->perf >= 0)
+	    ioctl(t->perf, PERF_EVENT_IOC_DISABLE, 0);
+	t->cpu_armed = 0;
+    }
     fd = t->fd;
-    if (fd < 0 || t->pid != getpid())
+    if (fd < 0)
 	goto out;
     now = ovf_clock(t->clock);
-    if (which == OVF_CPU)
-	t->cpu_armed = 0;
     if (which == OVF_WALL && now < t->instant) {
 	long long ran = now - t->armed_cpu, waited = ovf_clock(CLOCK_MONOTONIC) - t->armed_wall;
 	/* It slept most of the wait, not merely waited for a CPU (a busy
@@ -229,6 +281,9 @@ static void ovf_thread_gone(void *arg)
     if (ovf_self.pid == getpid()) {
 	timer_delete(ovf_self.wall);
 	timer_delete(ovf_self.cpu);
+	if (ovf_self.perf >= 0)
+	    close(ovf_self.perf);
+	ovf_self.perf = -1;
     }
     ovf_self.pid = 0;
     ovf_self.fd = -1;
@@ -252,6 +307,40 @@ static void ovf_install(void)
     ours.sa_flags = SA_SIGINFO | SA_RESTART;
     if (sigaction(OVF_SIGNAL, &ours, NULL) == 0)
 	ovf_on = 1;
+}
+
+/* The thread's task-clock event, off, signalling the thread itself; -1
+   where perf_event_open is not allowed (then the POSIX CPU-clock timer).
+   `halves`: it may not count kernel time, so it drops rings there. */
+static int ovf_perf_open(int *halves)
+{
+    struct perf_event_attr attr;
+    struct f_owner_ex owner = { F_OWNER_TID, (pid_t)syscall(SYS_gettid) };
+    int fd = -1, fl;
+    const char *env = getenv("HWPERFD_OVERFLOW_PERF");
+
+    if (env != NULL && strcmp(env, "0") == 0)
+	return -1;
+    memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_TASK_CLOCK;
+    attr.sample_period = 1000000000ULL;
+    attr.disabled = 1;
+    attr.exclude_hv = 1;
+    for (*halves = 0; *halves < 2 && fd < 0; ++*halves) {
+	attr.exclude_kernel = (unsigned)*halves;
+	fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    }
+    --*halves;
+    if (fd < 0)
+	return -1;
+    if (fcntl(fd, F_SETOWN_EX, &owner) < 0 || fcntl(fd, F_SETSIG, OVF_SIGNAL) < 0
+	|| (fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl | O_ASYNC) < 0) {
+	close(fd);
+	return -1;
+    }
+    return fd;
 }
 
 /* A timer pair, made on first use (again in a forked child): the thread's
@@ -288,6 +377,9 @@ static int ovf_ready(struct ovf_timer *t)
 	timer_delete(t->wall);
 	return 0;
     }
+    if (t->perf >= 0)
+	close(t->perf);	/* a forked child's copy of its parent's */
+    t->perf = t->clock == CLOCK_THREAD_CPUTIME_ID ? ovf_perf_open(&t->perf_halves) : -1;
     t->pid = pid;
     t->cpu_armed = 0;
     if (t == &ovf_self)
@@ -309,7 +401,9 @@ static void ovf_disarm_on(struct ovf_timer *t)
     ovf_hold_on(t);
     if (t->pid == getpid()) {
 	ovf_set(t->wall, 0, 0);
-	if (t->cpu_armed)
+	if (t->cpu_armed && t->perf >= 0)
+	    ioctl(t->perf, PERF_EVENT_IOC_DISABLE, 0);
+	else if (t->cpu_armed)
 	    ovf_set(t->cpu, 0, 0);
 	t->cpu_armed = 0;
     }
