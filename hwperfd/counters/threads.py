@@ -65,9 +65,15 @@ IDLE_NS = 50_000_000
 
 
 class CpuAlarm(Protocol):
-    """The host's alarm on a process's CPU clock (hwperfd.host.cpualarm)."""
+    """The host's alarms on CPU clocks (hwperfd.host.cpualarm): a process's,
+    rung up to tens of ms of CPU late on a busy machine, and, where
+    ``precise``, a thread's, rung on its instant."""
+
+    precise: bool
 
     def arm(self, pid: int, cpu_ns: int) -> bool: ...
+
+    def arm_thread(self, pid: int, tid: int, start: int, after_ns: int) -> bool: ...
 
 
 class ThreadClock(Protocol):
@@ -227,9 +233,10 @@ class ThreadTable:
         #: Called when a process gains its first context or loses its last:
         #: thread events of other processes need not reach the table.
         self.on_processes_changed: Callable[[], None] | None = None
-        #: Alarms on processes' CPU clocks (the host's): an idle context waits
-        #: on one, not on the wall clock (``_schedule``); pid -> (the CPU ns
-        #: armed, the contexts waiting).
+        #: Alarms on threads' or processes' CPU clocks (the host's): an idle
+        #: context waits on one, not on the wall clock (``_schedule``); pid ->
+        #: (the process's CPU ns armed, -1 for threads' alarms, the contexts
+        #: waiting).
         self.alarms: CpuAlarm | None = None
         self._alarmed: dict[int, tuple[int, set[ThreadContext]]] = {}
 
@@ -512,19 +519,18 @@ class ThreadTable:
         if headroom is None:
             wait = 1 << 62
         elif (
-            ctx.timed
-            and headroom
+            headroom
             and ran == ctx.looked
             and at - ctx.still_since >= IDLE_NS
             and self._alarm(ctx, headroom)
         ):
-            # Timed by its own thread and not run since the last look: its
-            # process's CPU clock rings when it has run as much as the
-            # overflow needs (the thread's own time is part of it), and the
-            # wall clock's look is a fallback.  Not for a thread that does
-            # not time itself: a CPU-clock timer on another process was seen
-            # to ring 55 ms of CPU late on a loaded 2-CPU VM, and its
-            # overflows would be found that late (docs/overflow.md).
+            # Not run since the last look: its thread's CPU clock rings when
+            # it has run as much as the overflow needs, and the wall clock's
+            # look is a fallback.  Where only its process's clock can be
+            # timed (the thread's own time is part of it), only for a thread
+            # that times itself: that alarm was seen to ring 55 ms of CPU late
+            # on a loaded 2-CPU VM, and the overflows of a thread the daemon
+            # alone looks at would be found that late (docs/overflow.md).
             ctx.idle_wait = 0
             wait = ALARMED_WAIT_NS
         elif ctx.timed and headroom and ran == ctx.looked:
@@ -551,16 +557,26 @@ class ThreadTable:
         return headroom
 
     def _alarm(self, ctx: ThreadContext, headroom: int) -> bool:
-        """Arm the alarm of ``ctx``'s process at its CPU clock of the last
-        look plus ``headroom`` (or sooner, for another of its contexts)."""
-        if self.alarms is None or ctx.process_looked < 0:
+        """Arm the alarm of ``ctx``'s thread ``headroom`` of its CPU time
+        ahead; or, for a thread that times itself, that of its process at
+        its CPU clock of the last look plus ``headroom`` (or sooner, for
+        another of its contexts)."""
+        alarms = self.alarms
+        if alarms is None:
+            return False
+        if alarms.precise:
+            if not alarms.arm_thread(ctx.pid, ctx.tid, ctx.start, headroom):
+                return False
+            self._alarmed.setdefault(ctx.pid, (-1, set()))[1].add(ctx)
+            return True
+        if not ctx.timed or ctx.process_looked < 0:
             return False
         at = ctx.process_looked + headroom
         armed = self._alarmed.get(ctx.pid)
         if armed is not None and armed[0] <= at:
             armed[1].add(ctx)
             return True
-        if not self.alarms.arm(ctx.pid, at):
+        if not alarms.arm(ctx.pid, at):
             return False
         self._alarmed[ctx.pid] = (at, {ctx, *(armed[1] if armed is not None else ())})
         return True

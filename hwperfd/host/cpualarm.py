@@ -14,15 +14,29 @@ to a tick late: the look it brings finds the overflow as late as the tick's
 own look at a thread would (docs/overflow.md).  One timer a pid, bounded by
 the counted processes; a timer whose process is gone never rings and goes
 at the next ``prune``.
+
+A thread's alarm (``arm_thread``) is a perf task-clock event on the thread
+(perf_event_open(2), a software event, opened by root with kernel time
+counted): the kernel runs it on a high-resolution timer while the thread
+is on a CPU, so it rings on its instant, where a POSIX CPU-clock timer is
+checked only at a scheduler tick that finds the thread running and was seen
+20-80 ms of CPU late beside CPU-bound processes.  It signals the same
+thread through its file (F_SETSIG, F_SETOWN_EX), the siginfo naming the
+file; armed for one ring (PERF_EVENT_IOC_REFRESH).  One event a thread, at
+most ``MAX_THREAD_EVENTS`` (each is a descriptor); where perf is not allowed
+``precise`` is False and the caller uses the process's clock.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
+import platform
 import signal
 import struct
 import threading
+from dataclasses import dataclass
 from typing import Callable
 
 from hwperfd.host import processes
@@ -36,6 +50,19 @@ SFD_NONBLOCK = os.O_NONBLOCK
 SFD_CLOEXEC = os.O_CLOEXEC
 _SIGINFO_SIZE = 128  # struct signalfd_siginfo
 _SSI_INT = struct.Struct("=i")  # ssi_int, at 44: the timer's sival_int
+_SSI_CODE_AT, _SSI_FD_AT, _SSI_INT_AT = 8, 20, 44  # ssi_code, ssi_fd (an F_SETSIG signal's file)
+SI_TIMER = -2
+POLL_IN, POLL_HUP = 1, 6  # an event's ring, and its last (PERF_EVENT_IOC_REFRESH)
+# perf_event_open(2): the system call's number, the ioctls and fcntls it takes.
+_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241, "riscv64": 241, "ppc64le": 319, "s390x": 331}
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK = 1, 1
+PERF_FLAG_FD_CLOEXEC = 8
+PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_REFRESH, PERF_EVENT_IOC_PERIOD = 0x2401, 0x2402, 0x40082404
+F_SETSIG, F_SETOWN_EX, F_OWNER_TID = 10, 15, 0
+_ATTR_DISABLED, _ATTR_EXCLUDE_KERNEL = 1, 1 << 5  # perf_event_attr's flag bits
+# Thread events held at once (one descriptor each): past it, the caller uses
+# the process's clock.
+MAX_THREAD_EVENTS = 8192
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.timer_create.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
 _libc.timer_settime.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
@@ -63,6 +90,44 @@ class _Sigevent(ctypes.Structure):
     ]
 
 
+class _PerfEventAttr(ctypes.Structure):
+    """struct perf_event_attr (PERF_ATTR_SIZE_VER5, 112 bytes) up to its flags."""
+
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("config", ctypes.c_uint64),
+        ("sample_period", ctypes.c_uint64),
+        ("sample_type", ctypes.c_uint64),
+        ("read_format", ctypes.c_uint64),
+        ("flags", ctypes.c_uint64),
+        ("_rest", ctypes.c_uint8 * 64),
+    ]
+
+
+@dataclass
+class _ThreadEvent:
+    fd: int
+    pid: int
+    start: int  # the start time of the thread it was opened on
+
+
+def task_clock_allowed(kernel: bool) -> bool:
+    """Whether this process may open a task-clock event on itself, counting
+    kernel time or not (perf_event_paranoid, CAP_PERFMON, a seccomp filter)."""
+    number = _PERF_EVENT_OPEN.get(platform.machine())
+    if number is None:
+        return False
+    attr = _PerfEventAttr()
+    attr.type, attr.size, attr.config = PERF_TYPE_SOFTWARE, ctypes.sizeof(attr), PERF_COUNT_SW_TASK_CLOCK
+    attr.sample_period, attr.flags = 1_000_000_000, _ATTR_DISABLED | (0 if kernel else _ATTR_EXCLUDE_KERNEL)
+    fd = _libc.syscall(number, ctypes.byref(attr), 0, -1, -1, PERF_FLAG_FD_CLOEXEC)
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
 def _errno() -> OSError:
     err = ctypes.get_errno()
     return OSError(err, os.strerror(err))
@@ -88,12 +153,78 @@ class CpuAlarms:
         self._fd = int(fd)
         self.armed = 0  # arms made, for the control node
         self.rung = 0  # alarms read
+        self._events: dict[int, _ThreadEvent] = {}  # tid -> its task-clock event
+        self._event_tids: dict[int, int] = {}  # the event's descriptor -> tid
+        self._perf_open = _PERF_EVENT_OPEN.get(platform.machine())
+        self.precise = self.thread_alarms_allowed()
 
     def fileno(self) -> int:
         return self._fd
 
+    def _open_event(self, tid: int, period: int) -> int:
+        assert self._perf_open is not None
+        attr = _PerfEventAttr()
+        attr.type = PERF_TYPE_SOFTWARE
+        attr.size = ctypes.sizeof(attr)
+        attr.config = PERF_COUNT_SW_TASK_CLOCK
+        attr.sample_period = max(1, period)
+        attr.flags = _ATTR_DISABLED
+        fd = _libc.syscall(self._perf_open, ctypes.byref(attr), tid, -1, -1, PERF_FLAG_FD_CLOEXEC)
+        if fd < 0:
+            raise _errno()
+        try:
+            fcntl.fcntl(fd, F_SETOWN_EX, struct.pack("=ii", F_OWNER_TID, self._tid))
+            fcntl.fcntl(fd, F_SETSIG, int(SIGNAL))
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+        except OSError:
+            os.close(fd)
+            raise
+        return int(fd)
+
+    @staticmethod
+    def thread_alarms_allowed() -> bool:
+        """Whether this process could time threads (``precise``), asked
+        without making alarms."""
+        return task_clock_allowed(kernel=True)
+
+    def arm_thread(self, pid: int, tid: int, start: int, after_ns: int) -> bool:
+        """Ring once thread ``tid`` of ``pid``, started at ``start`` (its
+        identity with the tid, checked live by the caller), has run
+        ``after_ns`` more of its CPU time; False when it cannot be timed
+        (gone, perf not allowed, too many events held), and the caller looks
+        otherwise."""
+        if not self.precise:
+            return False
+        event = self._events.get(tid)
+        if event is not None and (event.pid != pid or event.start != start):
+            self.forget_thread(tid)  # the tid was another thread's: its event never rings
+            event = None
+        if event is None:
+            if len(self._events) >= MAX_THREAD_EVENTS:
+                return False
+            try:
+                fd = self._open_event(tid, after_ns)
+            except OSError:
+                return False
+            event = self._events[tid] = _ThreadEvent(fd, pid, start)
+            self._event_tids[fd] = tid
+        try:
+            fcntl.ioctl(event.fd, PERF_EVENT_IOC_PERIOD, struct.pack("=Q", max(1, after_ns)))
+            fcntl.ioctl(event.fd, PERF_EVENT_IOC_REFRESH, 1)
+        except OSError:
+            self.forget_thread(tid)
+            return False
+        self.armed += 1
+        return True
+
+    def forget_thread(self, tid: int) -> None:
+        event = self._events.pop(tid, None)
+        if event is not None:
+            del self._event_tids[event.fd]
+            os.close(event.fd)
+
     def __len__(self) -> int:
-        return len(self._timers)
+        return len(self._timers) + len(self._events)
 
     def arm(self, pid: int, cpu_ns: int) -> bool:
         """Ring once process ``pid``'s CPU clock reads ``cpu_ns``, or sooner
@@ -153,9 +284,15 @@ class CpuAlarms:
             except BlockingIOError:
                 break
             for at in range(0, len(data) - _SIGINFO_SIZE + 1, _SIGINFO_SIZE):
-                pids.add(_SSI_INT.unpack_from(data, at + 44)[0])
-        for pid in pids:
-            self._at.pop(pid, None)
+                code = _SSI_INT.unpack_from(data, at + _SSI_CODE_AT)[0]
+                if code == SI_TIMER:
+                    pid = _SSI_INT.unpack_from(data, at + _SSI_INT_AT)[0]
+                    self._at.pop(pid, None)
+                    pids.add(pid)
+                elif code in (POLL_IN, POLL_HUP):
+                    tid = self._event_tids.get(_SSI_INT.unpack_from(data, at + _SSI_FD_AT)[0])
+                    if tid is not None:
+                        pids.add(self._events[tid].pid)
         self.rung += len(pids)
         return pids
 
@@ -164,12 +301,16 @@ class CpuAlarms:
         of theirs interrupts)."""
         for pid in [pid for pid in self._timers if not wanted(pid)]:
             self.forget(pid)
+        for tid in [tid for tid, event in self._events.items() if not wanted(event.pid)]:
+            self.forget_thread(tid)
 
     def close(self) -> None:
         """Let every timer go and the thread's mask be as it was (made in a
         test's process, its children would inherit the blocked signal)."""
         for pid in list(self._timers):
             self.forget(pid)
+        for tid in list(self._events):
+            self.forget_thread(tid)
         os.close(self._fd)
         self.rang_pending()
         if not self._was_blocked:

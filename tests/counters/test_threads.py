@@ -499,23 +499,33 @@ def test_the_ticks_look_reads_no_thread_time_while_its_process_has_not_run(host)
 
 
 class FakeAlarms:
-    """The host's CPU-clock alarms: what was armed, per pid."""
+    """The host's CPU-clock alarms: what was armed, per pid, and per tid
+    where threads can be timed (``precise``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, precise: bool = False) -> None:
+        self.precise = precise
         self.armed: dict[int, int] = {}
+        self.threads: dict[int, int] = {}
 
     def arm(self, pid: int, cpu_ns: int) -> bool:
         self.armed[pid] = cpu_ns
         return True
 
+    def arm_thread(self, pid: int, tid: int, start: int, after_ns: int) -> bool:
+        assert self.precise
+        self.threads[tid] = after_ns
+        return True
 
-def interrupting_10_ms_away(host: FakeHost, process_cpu_ns) -> tuple[ThreadTable, FakeAlarms, ThreadContext]:
+
+def interrupting_10_ms_away(
+    host: FakeHost, process_cpu_ns, precise: bool = False
+) -> tuple[ThreadTable, FakeAlarms, ThreadContext]:
     """A host-clock table with fake alarms, and thread 10's context 10 ms of
     CPU time from an interrupting overflow."""
     unit = WorkloadProfile.named("unit")
     table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True,
                         process_cpu_ns=process_cpu_ns)  # fmt: skip
-    alarms = FakeAlarms()
+    alarms = FakeAlarms(precise)
     table.alarms = alarms
     host.spawn(10, 10)
     ctx = table.attach("perfctr", 10, 10, owner=1000)
@@ -549,10 +559,33 @@ def test_an_idle_context_that_times_itself_waits_on_its_processs_cpu_clock_not_t
     assert not table.alarm_wanted(10)  # nothing waits on the alarm that rang
 
 
-def test_an_idle_context_that_does_not_time_itself_keeps_the_wall_clock(host):
+@pytest.mark.parametrize("timed", [False, True], ids=["daemon-only", "self-timed"])
+def test_an_idle_context_waits_on_its_threads_cpu_clock_where_threads_can_be_timed(host, timed):
+    """Where the host times a thread's own CPU clock on its instant (a
+    task-clock event), every idle context waits on its thread's alarm, set
+    at its headroom, whoever finds its overflows; the ring brings a look,
+    and once it runs the wall clock looks again."""
+    cpu = {10: 50 * MS}
+    table, alarms, ctx = interrupting_10_ms_away(host, cpu.get, precise=True)
+    ctx.timed = timed
+    table.tick(ctx, now=0)
+    table.tick(ctx, now=10 * MS)
+    assert alarms.threads == {}
+    table.tick(ctx, now=IDLE_NS)
+    assert alarms.threads == {10: 10 * MS} and alarms.armed == {}
+    assert table.next_due() == IDLE_NS + ALARMED_WAIT_NS and table.alarm_wanted(10)
+    assert table.alarmed([10]) == 1 and table.interrupting(now=IDLE_NS + MS) == [ctx]
+    host.run(10, 4 * MS)
+    cpu[10] += 4 * MS
+    table.tick(ctx, now=IDLE_NS + MS)
+    assert table.next_due() == IDLE_NS + 7 * MS + (TIMED_GRACE_NS if timed else 0)
+    assert not table.alarm_wanted(10)
+
+
+def test_an_idle_context_that_does_not_time_itself_keeps_the_wall_clock_where_only_processes_can_be_timed(host):
     """A CPU-clock timer on another process can ring tens of ms of CPU late:
-    a thread whose overflows only the daemon finds is looked at by the wall
-    clock, idle or not."""
+    where only that can be armed, a thread whose overflows only the daemon
+    finds is looked at by the wall clock, idle or not."""
     table, alarms, ctx = interrupting_10_ms_away(host, {10: 0}.get)
     table.tick(ctx, now=0)
     table.tick(ctx, now=IDLE_NS)

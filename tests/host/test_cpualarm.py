@@ -4,6 +4,7 @@ sleeps does not; a gone one cannot be armed."""
 
 from __future__ import annotations
 
+import os
 import select
 import subprocess
 import sys
@@ -111,3 +112,44 @@ def test_closing_leaves_the_threads_signal_mask_as_it_was():
     assert SIGNAL not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
     child = subprocess.run(["grep", "SigBlk", "/proc/self/status"], capture_output=True, text=True)
     assert int(child.stdout.split()[1], 16) & (1 << (SIGNAL - 1)) == 0
+
+
+TWO_THREADS = """
+import threading, time
+threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+while True:
+    pass
+"""
+
+
+def threads_of(pid: int) -> list[int]:
+    return sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.skipif(not CpuAlarms.thread_alarms_allowed(), reason="perf_event_open(2) is not allowed here")
+def test_a_threads_alarm_rings_on_that_threads_cpu_time_not_its_processs(alarms):
+    """A process whose main thread spins and whose other thread sleeps: the
+    sleeper's alarm never rings however long its process runs; the
+    spinner's rings once that thread has run as much, not before."""
+    proc = subprocess.Popen([sys.executable, "-c", TWO_THREADS])
+    try:
+        while len(threads_of(proc.pid)) < 2:
+            time.sleep(0.01)
+        spinner, sleeper = threads_of(proc.pid)
+        start = processes.read_start(proc.pid)
+        assert start is not None and alarms.precise
+        assert alarms.arm_thread(proc.pid, sleeper, start, MS)
+        assert rang_within(alarms, 0.3) == set()
+        at = processes.read_cpu_total(proc.pid) + 30 * MS  # the sleeper adds nothing to it
+        assert alarms.arm_thread(proc.pid, spinner, start, 30 * MS)
+        assert rang_within(alarms, 30) == {proc.pid}
+        assert processes.read_cpu_total(proc.pid) >= at
+        assert (len(alarms), alarms.armed, alarms.rung) == (2, 2, 1)
+        # A tid under another thread's start time is another thread: a new event.
+        assert alarms.arm_thread(proc.pid, spinner, start + 1, 10_000 * MS)
+        assert alarms.armed == 3 and len(alarms) == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    alarms.prune(lambda pid: False)
+    assert len(alarms) == 0

@@ -4,13 +4,12 @@ alone), where any user can run them."""
 
 from __future__ import annotations
 
-import ctypes
-import os
-import platform
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from hwperfd.host.cpualarm import task_clock_allowed
 
 from tests.conftest import ROOT, running_hwperfd
 
@@ -19,29 +18,16 @@ MHZ = 1000  # 1 ms of CPU time = 1 000 000 cycles
 IRIX_MHZ = 200  # an R10000's 32-bit counters: 10 s of CPU time = 2e9 cycles, under a threshold's 2**31
 
 
-_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
-
-
 def task_clock_events_allowed() -> bool:
     """Whether any user may open a task-clock event on itself
     (perf_event_paranoid 2 or less, and the syscall not filtered): the
     libraries' CPU-clock timer (lib/overflow_timer.h); else they fall back
     to POSIX CPU-clock timers, which ring late on a busy machine."""
-    number = _PERF_EVENT_OPEN.get(platform.machine())
     try:
         paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
     except OSError:
         return False
-    if number is None or paranoid > 2:
-        return False
-    attr = (ctypes.c_uint32 * 32)()
-    attr[0], attr[1], attr[2] = 1, 128, 1  # PERF_TYPE_SOFTWARE, its size, PERF_COUNT_SW_TASK_CLOCK
-    attr[10] = 1 | 1 << 5  # disabled, exclude_kernel
-    fd = ctypes.CDLL(None, use_errno=True).syscall(number, attr, 0, -1, -1, 0)
-    if fd < 0:
-        return False
-    os.close(fd)
-    return True
+    return paranoid <= 2 and task_clock_allowed(kernel=False)
 
 
 def _build(shared_tmp: Path, name: str) -> Path:

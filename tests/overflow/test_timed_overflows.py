@@ -27,6 +27,7 @@ import subprocess
 
 import pytest
 
+from hwperfd.host.cpualarm import CpuAlarms
 from tests.conftest import NOBODY
 from tests.overflow.conftest import MHZ, task_clock_events_allowed
 from tests.overflow.test_thread_periods import cpu_bound_on_every_cpu
@@ -48,11 +49,17 @@ def burn(mount, program, personality: str, period: int, cpu_ms: int, nobody: boo
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", done.stdout)}
 
 
+def frozen(r: dict[str, int]) -> int:
+    """The CPU ns the thread ran, once counting began, that its counters did
+    not count."""
+    return r["cpu_ns"] - r["setup_ns"] - r["counted"] * 1000 // MHZ
+
+
 def check_on_time(r: dict[str, int]) -> None:
     """The counters stood frozen no longer than the machinery of an
     overflow costs the thread on this machine: the overflow was looked at
     on its instant, not a tick late."""
-    frozen_ns = r["cpu_ns"] - r["counted"] * 1000 // MHZ
+    frozen_ns = frozen(r)
     assert frozen_ns <= ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS, r
     held = r["cpu_ns"] * MHZ // 1000 // (2 * MS)  # periods in the CPU time the thread ran
     assert 10 <= r["signals"] <= held, r
@@ -114,8 +121,26 @@ def test_an_idle_thread_that_times_itself_waits_on_its_processs_cpu_clock(intel_
     # The first overflow after the sleep is the thread's CPU-clock timer's: a
     # POSIX one, where perf_event_open is not allowed, rings up to a
     # scheduler tick late on a quiet machine (docs/overflow.md): 10 ms more.
-    frozen_ns = r["cpu_ns"] - r["counted"] * 1000 // MHZ
+    frozen_ns = frozen(r)
     assert frozen_ns <= ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS + 10_000_000, r
+    assert r["signals"] >= 10, r
+    assert after["rung"] > before["rung"], (before, after)
+    assert after["armed"] - before["armed"] <= 5, (before, after)
+
+
+@pytest.mark.skipif(not CpuAlarms.thread_alarms_allowed(), reason="perf_event_open(2) is not allowed here")
+@pytest.mark.parametrize("personality", ["perfctr", "cpc"])
+def test_an_idle_thread_the_daemon_alone_looks_at_waits_on_its_own_cpu_clock(intel_real, timed, personality):
+    """HWPERFD_OVERFLOW_TIMER=0 (a program that calls the ioctls itself), 5
+    ms of CPU time from its overflow, asleep 1.5 s: the daemon's look waits
+    on an alarm on the thread's own CPU clock, a task-clock event that rings
+    on its instant (not on the wall clock: 2 000 such idle processes would
+    cost most of a core); when the thread runs, the alarm rings and every
+    overflow comes, the counters stopped at each."""
+    before = alarms(intel_real)
+    r = burn(intel_real, timed, personality, 5 * MS, 100, idle_ms=1500, HWPERFD_OVERFLOW_TIMER="0")
+    after = alarms(intel_real)
+    check_exact(r, 5 * MS)
     assert r["signals"] >= 10, r
     assert after["rung"] > before["rung"], (before, after)
     assert after["armed"] - before["armed"] <= 5, (before, after)
@@ -136,7 +161,7 @@ def test_a_thread_that_slept_beside_a_cpu_bound_process_on_every_cpu_gets_its_ov
     with cpu_bound_on_every_cpu():
         r = burn(intel_real, timed, personality, 5 * MS, 100, nobody, idle_ms=300)
     check_exact(r, 5 * MS)
-    frozen_ns = r["cpu_ns"] - r["counted"] * 1000 // MHZ
+    frozen_ns = frozen(r)
     assert frozen_ns <= ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS, r
     assert r["signals"] >= 15, r
 

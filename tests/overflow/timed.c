@@ -10,10 +10,11 @@
  *        "ready pid=P", then per stdin line "expect N" waits until N signals
  *        came (10 s at most) and prints the state; exits at EOF
  *
- * Prints "signals=N counted=C cpu_ns=T restart_ns=R": C is what the counter
- * counted (its sum), T the thread's own CPU time over the counting, R the
- * part of T the handler's restart calls took (a round trip to the daemon:
- * what one costs the thread on this machine). */
+ * Prints "signals=N counted=C cpu_ns=T restart_ns=R setup_ns=S": C is what
+ * the counter counted (its sum), T the thread's own CPU time from before
+ * the set-up, R the part of T the handler's restart calls took (a round
+ * trip to the daemon: what one costs the thread on this machine), S the
+ * part the set-up took, before the counting began. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -124,7 +125,7 @@ static long long counted(void)
 
 int main(int argc, char **argv)
 {
-    long long begin;
+    long long begin, setup_ns;
 
     if (argc < 4)
 	return 2;
@@ -137,6 +138,7 @@ int main(int argc, char **argv)
 
 	begin = cpu_ns();
 	start();
+	setup_ns = cpu_ns() - begin;
 	if (argc == 6) {
 	    struct timespec idle = { atoll(argv[5]) / 1000, atoll(argv[5]) % 1000 * 1000000L };
 
@@ -154,8 +156,8 @@ int main(int argc, char **argv)
 	    vperfctr_stop(vperfctr);
 	    total = counted();
 	}
-	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld\n", (long)signals, total,
-	       cpu_ns() - begin, (long)foreign, restart_ns);
+	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld setup_ns=%lld\n", (long)signals,
+	       total, cpu_ns() - begin, (long)foreign, restart_ns, setup_ns);
 	return 0;
     }
     if (strcmp(argv[3], "wait") == 0) {
