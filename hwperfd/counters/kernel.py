@@ -962,17 +962,17 @@ class CounterKernel:
                 if headroom is None:
                     wait = 1 << 62
                 elif (
-                    timed is not None
+                    (timed is not None or (self.alarms is not None and self.alarms.precise))
                     and headroom
                     and self._idle_since(pid, ran, now)
                     and self._alarm(pid, ran + headroom)
                 ):
-                    # Timed by its library and not run since the last look:
-                    # its CPU clock rings when it has run as much as the
-                    # overflow needs; the wall clock's look is a fallback.
-                    # (Not for a process that does not time itself: a
-                    # CPU-clock timer on another process can ring tens of ms
-                    # of CPU late, docs/overflow.md.)
+                    # Not run since the last look: its CPU clock rings when it
+                    # has run as much as the overflow needs; the wall clock's
+                    # look is a fallback.  (Where the host has only POSIX
+                    # CPU-clock timers, only for a process timed by its
+                    # library: one on another process can ring tens of ms of
+                    # CPU late, docs/overflow.md.)
                     if timed is not None:
                         timed[1] = 0
                     wait = ALARMED_WAIT_NS

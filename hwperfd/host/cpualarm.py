@@ -24,7 +24,12 @@ checked only at a scheduler tick that finds the thread running and was seen
 thread through its file (F_SETSIG, F_SETOWN_EX), the siginfo naming the
 file; armed for one ring (PERF_EVENT_IOC_REFRESH).  One event a thread, at
 most ``MAX_THREAD_EVENTS`` (each is a descriptor); where perf is not allowed
-``precise`` is False and the caller uses the process's clock.
+``precise`` is False and the caller uses the process's clock.  Where it is,
+a process's alarm is such an event on each of its threads (inherited by
+the threads they make), each at its share of the CPU time left: one of them
+has run its share by the time the process has run it all, so the first ring
+is never late (one sooner brings a look that finds nothing yet); a process
+of more than ``MAX_PROCESS_THREADS`` threads keeps the POSIX timer.
 """
 
 from __future__ import annotations
@@ -59,7 +64,9 @@ PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK = 1, 1
 PERF_FLAG_FD_CLOEXEC = 8
 PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_REFRESH, PERF_EVENT_IOC_PERIOD = 0x2401, 0x2402, 0x40082404
 F_SETSIG, F_SETOWN_EX, F_OWNER_TID = 10, 15, 0
-_ATTR_DISABLED, _ATTR_EXCLUDE_KERNEL = 1, 1 << 5  # perf_event_attr's flag bits
+_ATTR_DISABLED, _ATTR_INHERIT, _ATTR_EXCLUDE_KERNEL = 1, 1 << 1, 1 << 5  # perf_event_attr's flag bits
+# A process's alarm on more threads than this is a POSIX timer on its clock.
+MAX_PROCESS_THREADS = 64
 # Thread events held at once (one descriptor each): past it, the caller uses
 # the process's clock.
 MAX_THREAD_EVENTS = 8192
@@ -155,20 +162,25 @@ class CpuAlarms:
         self.rung = 0  # alarms read
         self._events: dict[int, _ThreadEvent] = {}  # tid -> its task-clock event
         self._event_tids: dict[int, int] = {}  # the event's descriptor -> tid
+        self._process_events: dict[int, list[int]] = {}  # pid -> its threads' events, until it rings
+        self._event_pids: dict[int, int] = {}  # their descriptors -> pid
         self._perf_open = _PERF_EVENT_OPEN.get(platform.machine())
         self.precise = self.thread_alarms_allowed()
 
     def fileno(self) -> int:
         return self._fd
 
-    def _open_event(self, tid: int, period: int) -> int:
+    def _open_event(self, tid: int, period: int, inherit: bool = False) -> int:
+        """Off (a thread's, armed by PERF_EVENT_IOC_REFRESH), or, ``inherit``,
+        on and followed into the threads the thread makes (a process's,
+        which cannot be refreshed)."""
         assert self._perf_open is not None
         attr = _PerfEventAttr()
         attr.type = PERF_TYPE_SOFTWARE
         attr.size = ctypes.sizeof(attr)
         attr.config = PERF_COUNT_SW_TASK_CLOCK
         attr.sample_period = max(1, period)
-        attr.flags = _ATTR_DISABLED
+        attr.flags = _ATTR_INHERIT if inherit else _ATTR_DISABLED
         fd = _libc.syscall(self._perf_open, ctypes.byref(attr), tid, -1, -1, PERF_FLAG_FD_CLOEXEC)
         if fd < 0:
             raise _errno()
@@ -224,7 +236,7 @@ class CpuAlarms:
             os.close(event.fd)
 
     def __len__(self) -> int:
-        return len(self._timers) + len(self._events)
+        return len(self._timers | self._process_events) + len(self._events)
 
     def arm(self, pid: int, cpu_ns: int) -> bool:
         """Ring once process ``pid``'s CPU clock reads ``cpu_ns``, or sooner
@@ -240,11 +252,47 @@ class CpuAlarms:
             self.forget(pid)  # the timer was another process's under the pid (it never rings)
         elif self._at.get(pid, cpu_ns + 1) <= cpu_ns:
             return True
-        if not self._set(pid, self._timers.get(pid), cpu_ns):
+        if not (self.precise and self._set_events(pid, cpu_ns)) and not self._set(pid, self._timers.get(pid), cpu_ns):
             self.forget(pid)
             return False
         self._starts[pid] = start
         return True
+
+    def _set_events(self, pid: int, cpu_ns: int) -> bool:
+        """A task-clock event on each of the process's threads (and those
+        they make), each ringing at its share of the CPU time left: the
+        first of them rings no later than the process's clock gets to
+        ``cpu_ns``, and a ring that comes sooner only brings a look."""
+        self._close_process_events(pid)
+        now = processes.read_cpu_total(pid)
+        try:
+            tids = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            return False
+        if now is None or not tids or len(tids) > MAX_PROCESS_THREADS:
+            return False
+        if len(self._events) + len(self._event_pids) + len(tids) > MAX_THREAD_EVENTS:
+            return False
+        share = max(1, (cpu_ns - now) // len(tids))
+        fds = self._process_events[pid] = []
+        for tid in tids:
+            try:
+                fd = self._open_event(tid, share, inherit=True)
+            except OSError:
+                continue  # a thread that ended meanwhile
+            fds.append(fd)
+            self._event_pids[fd] = pid
+        if not fds:
+            del self._process_events[pid]
+            return False
+        self._at[pid] = cpu_ns
+        self.armed += 1
+        return True
+
+    def _close_process_events(self, pid: int) -> None:
+        for fd in self._process_events.pop(pid, ()):
+            del self._event_pids[fd]
+            os.close(fd)
 
     def _set(self, pid: int, timer: ctypes.c_void_p | None, cpu_ns: int) -> bool:
         if timer is None:
@@ -271,6 +319,7 @@ class CpuAlarms:
     def forget(self, pid: int) -> None:
         self._at.pop(pid, None)
         self._starts.pop(pid, None)
+        self._close_process_events(pid)
         timer = self._timers.pop(pid, None)
         if timer is not None:
             _libc.timer_delete(timer)
@@ -290,16 +339,21 @@ class CpuAlarms:
                     self._at.pop(pid, None)
                     pids.add(pid)
                 elif code in (POLL_IN, POLL_HUP):
-                    tid = self._event_tids.get(_SSI_INT.unpack_from(data, at + _SSI_FD_AT)[0])
+                    fd = _SSI_INT.unpack_from(data, at + _SSI_FD_AT)[0]
+                    tid = self._event_tids.get(fd)
                     if tid is not None:
                         pids.add(self._events[tid].pid)
+                    elif (pid := self._event_pids.get(fd)) is not None:
+                        self._at.pop(pid, None)
+                        self._close_process_events(pid)  # they would ring on each share
+                        pids.add(pid)
         self.rung += len(pids)
         return pids
 
     def prune(self, wanted: Callable[[int], bool]) -> None:
         """Let go of the timers of pids no longer ``wanted`` (gone, or nothing
         of theirs interrupts)."""
-        for pid in [pid for pid in self._timers if not wanted(pid)]:
+        for pid in [pid for pid in self._timers | self._process_events if not wanted(pid)]:
             self.forget(pid)
         for tid in [tid for tid, event in self._events.items() if not wanted(event.pid)]:
             self.forget_thread(tid)
@@ -307,7 +361,7 @@ class CpuAlarms:
     def close(self) -> None:
         """Let every timer go and the thread's mask be as it was (made in a
         test's process, its children would inherit the blocked signal)."""
-        for pid in list(self._timers):
+        for pid in list(self._timers | self._process_events):
             self.forget(pid)
         for tid in list(self._events):
             self.forget_thread(tid)

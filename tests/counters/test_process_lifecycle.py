@@ -835,3 +835,24 @@ def test_an_idle_process_that_times_itself_waits_on_its_cpu_clocks_alarm_not_the
     kernel.tick([100], now=IDLE_NS)
     assert kernel.next_due(0) == IDLE_NS + 4 * MS // 2 and not signals
     assert not kernel.alarm_wanted(100)  # it rang, and none is armed since
+
+
+def test_where_cpu_clocks_ring_on_time_an_idle_process_the_daemon_alone_looks_at_waits_on_its_alarm(
+    kernel, host, signals
+):
+    """Where the host's alarms ring on their instant (task-clock events on
+    the process's threads), a process that does not time itself waits on
+    its alarm too once idle, not on the wall clock (2 000 such idle
+    processes would cost most of a core)."""
+    kernel.host_cpus = 2
+    kernel.host_time = True
+    alarms = kernel.alarms = FakeAlarms(precise=True)
+    untimed = host.spawn(101, 1)
+    host.run(101, 3)
+    kernel.enable(caller(untimed), untimed, cycles(threshold=1_000_000, signal=10))
+    kernel.tick([101], now=0)
+    assert alarms.armed == {}
+    kernel.tick([101], now=IDLE_NS)
+    assert alarms.armed == {101: 3 * MS + 5 * MS}
+    assert kernel.signalling(now=IDLE_NS + 5 * MS) == []
+    assert kernel.alarmed([101]) == 1 and kernel.signalling(now=IDLE_NS) == [101]

@@ -611,10 +611,12 @@ def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path)
             assert task is not None and group is not None
             # The daemon splits by the zombie's own record only when the
             # aggregate holds no time (clock._zombie_split).  A threaded
-            # process's aggregate came empty once in a fresh-clone run beside
-            # two CPU hogs; its second thread ran microseconds, so the
-            # leader's samples are the group's and the split below is still
-            # wait4's, which every run checks.
+            # process's aggregate holds the tick samples of its ended
+            # threads, and beside CPU-bound processes a thread can run
+            # between ticks and never be sampled (3 runs of 5 came empty in a
+            # fresh-clone run beside two CPU hogs): its second thread ran
+            # microseconds, so the leader's samples are the group's and the
+            # split below is still wait4's, which every run checks.
             assert not group.total_ns or threaded
             aggregates += bool(group.total_ns)
             user, system = ts.adjusted_split(task.user_ns, task.system_ns, total)
@@ -626,5 +628,5 @@ def test_a_zombies_own_record_divides_its_run_time_as_wait4_will(tmp_path: Path)
             assert system <= waited[1] + 20_000
             exact += abs(system - waited[1]) <= 20_000
         assert exact >= 3
-        assert aggregates >= 3 if threaded else aggregates == 0
+        assert threaded or aggregates == 0
     assert ts.task_record(child.pid) is None  # reaped: gone
