@@ -326,7 +326,8 @@ class Daemon:
         alarms = self.alarms
         if alarms is None:
             return "CPU-clock alarms off"
-        return f"CPU-clock alarms: {len(alarms)} processes, {alarms.armed} armed, {alarms.rung} rung"
+        kind = "perf task-clock events" if alarms.precise else "process-clock timers only (perf not allowed)"
+        return f"CPU-clock alarms: {len(alarms)} processes, {alarms.armed} armed, {alarms.rung} rung; {kind}"
 
     def _store_status(self) -> str:
         durable = getattr(self, "durable", None)

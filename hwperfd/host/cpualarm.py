@@ -29,7 +29,8 @@ a process's alarm is such an event on each of its threads (inherited by
 the threads they make), each at its share of the CPU time left: one of them
 has run its share by the time the process has run it all, so the first ring
 is never late (one sooner brings a look that finds nothing yet); a process
-of more than ``MAX_PROCESS_THREADS`` threads keeps the POSIX timer.
+of more than ``MAX_PROCESS_THREADS`` threads keeps the POSIX timer.  At most
+``MAX_EVENTS_PER_USER`` events for one unprivileged uid's processes.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import platform
 import signal
 import struct
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -66,10 +68,13 @@ PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_REFRESH, PERF_EVENT_IOC_PERIOD = 0x2401, 
 F_SETSIG, F_SETOWN_EX, F_OWNER_TID = 10, 15, 0
 _ATTR_DISABLED, _ATTR_INHERIT, _ATTR_EXCLUDE_KERNEL = 1, 1 << 1, 1 << 5  # perf_event_attr's flag bits
 # A process's alarm on more threads than this is a POSIX timer on its clock.
-MAX_PROCESS_THREADS = 64
-# Thread events held at once (one descriptor each): past it, the caller uses
-# the process's clock.
+MAX_PROCESS_THREADS = 16
+# Events held at once (one descriptor each), and by the processes of one
+# unprivileged uid: past either, the caller uses the wall clock (or the
+# process's POSIX timer), so that one user's many threads never take the
+# others' alarms.
 MAX_THREAD_EVENTS = 8192
+MAX_EVENTS_PER_USER = 1024
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.timer_create.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
 _libc.timer_settime.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
@@ -164,16 +169,37 @@ class CpuAlarms:
         self._event_tids: dict[int, int] = {}  # the event's descriptor -> tid
         self._process_events: dict[int, list[int]] = {}  # pid -> its threads' events, until it rings
         self._event_pids: dict[int, int] = {}  # their descriptors -> pid
+        self._event_owners: dict[int, int] = {}  # every event's descriptor -> the uid of its process
+        self._per_owner: Counter[int] = Counter()
         self._perf_open = _PERF_EVENT_OPEN.get(platform.machine())
         self.precise = self.thread_alarms_allowed()
 
     def fileno(self) -> int:
         return self._fd
 
-    def _open_event(self, tid: int, period: int, inherit: bool = False) -> int:
+    def _room(self, pid: int, events: int) -> int | None:
+        """The uid of ``pid`` where ``events`` more fit under the caps, else None."""
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            return None
+        if len(self._event_owners) + events > MAX_THREAD_EVENTS:
+            return None
+        if uid != 0 and self._per_owner[uid] + events > MAX_EVENTS_PER_USER:
+            return None
+        return uid
+
+    def _close_event(self, fd: int) -> None:
+        uid = self._event_owners.pop(fd)
+        self._per_owner[uid] -= 1
+        if not self._per_owner[uid]:
+            del self._per_owner[uid]
+        os.close(fd)
+
+    def _open_event(self, uid: int, tid: int, period: int, inherit: bool = False) -> int:
         """Off (a thread's, armed by PERF_EVENT_IOC_REFRESH), or, ``inherit``,
         on and followed into the threads the thread makes (a process's,
-        which cannot be refreshed)."""
+        which cannot be refreshed); counted against ``uid``."""
         assert self._perf_open is not None
         attr = _PerfEventAttr()
         attr.type = PERF_TYPE_SOFTWARE
@@ -191,6 +217,8 @@ class CpuAlarms:
         except OSError:
             os.close(fd)
             raise
+        self._event_owners[fd] = uid
+        self._per_owner[uid] += 1
         return int(fd)
 
     @staticmethod
@@ -212,10 +240,11 @@ class CpuAlarms:
             self.forget_thread(tid)  # the tid was another thread's: its event never rings
             event = None
         if event is None:
-            if len(self._events) >= MAX_THREAD_EVENTS:
+            uid = self._room(pid, 1)
+            if uid is None:
                 return False
             try:
-                fd = self._open_event(tid, after_ns)
+                fd = self._open_event(uid, tid, after_ns)
             except OSError:
                 return False
             event = self._events[tid] = _ThreadEvent(fd, pid, start)
@@ -233,7 +262,7 @@ class CpuAlarms:
         event = self._events.pop(tid, None)
         if event is not None:
             del self._event_tids[event.fd]
-            os.close(event.fd)
+            self._close_event(event.fd)
 
     def __len__(self) -> int:
         return len(self._timers | self._process_events) + len(self._events)
@@ -271,13 +300,14 @@ class CpuAlarms:
             return False
         if now is None or not tids or len(tids) > MAX_PROCESS_THREADS:
             return False
-        if len(self._events) + len(self._event_pids) + len(tids) > MAX_THREAD_EVENTS:
+        uid = self._room(pid, len(tids))
+        if uid is None:
             return False
         share = max(1, (cpu_ns - now) // len(tids))
         fds = self._process_events[pid] = []
         for tid in tids:
             try:
-                fd = self._open_event(tid, share, inherit=True)
+                fd = self._open_event(uid, tid, share, inherit=True)
             except OSError:
                 continue  # a thread that ended meanwhile
             fds.append(fd)
@@ -292,7 +322,7 @@ class CpuAlarms:
     def _close_process_events(self, pid: int) -> None:
         for fd in self._process_events.pop(pid, ()):
             del self._event_pids[fd]
-            os.close(fd)
+            self._close_event(fd)
 
     def _set(self, pid: int, timer: ctypes.c_void_p | None, cpu_ns: int) -> bool:
         if timer is None:

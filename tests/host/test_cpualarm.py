@@ -193,3 +193,29 @@ def test_a_processs_alarm_follows_a_thread_it_makes_after_the_arm(alarms):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.skipif(not CpuAlarms.thread_alarms_allowed(), reason="perf_event_open(2) is not allowed here")
+def test_one_unprivileged_users_events_are_capped_and_a_let_go_one_makes_room(alarms, monkeypatch):
+    """Each event is a descriptor of the daemon's: one user's threads take at
+    most MAX_EVENTS_PER_USER of them, and the rest look by the wall clock."""
+    from hwperfd.host import cpualarm
+    from tests.conftest import NOBODY
+
+    monkeypatch.setattr(cpualarm, "MAX_EVENTS_PER_USER", 1)
+    proc = subprocess.Popen([*NOBODY, sys.executable, "-c", TWO_THREADS])
+    try:
+        while not (os.path.isdir(f"/proc/{proc.pid}/task") and len(threads_of(proc.pid)) >= 2):
+            time.sleep(0.01)
+        pid = proc.pid
+        first, second = threads_of(pid)[:2]
+        start = processes.read_start(pid)
+        assert start is not None
+        assert alarms.arm_thread(pid, first, start, 10_000 * MS)
+        assert not alarms.arm_thread(pid, second, start, 10_000 * MS)
+        assert alarms.arm(pid, processes.read_cpu_total(pid) + 10_000 * MS)  # the process clock's POSIX timer
+        alarms.forget_thread(first)
+        assert alarms.arm_thread(pid, second, start, 10_000 * MS)
+    finally:
+        proc.kill()
+        proc.wait()
