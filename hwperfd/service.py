@@ -141,6 +141,7 @@ PERSONALITY_NODES: tuple[NodeFactory, ...] = (PctrNode, CpcNode, PerfctrNode)
 class Daemon:
     def __init__(self, args: argparse.Namespace, mount: str) -> None:
         self.mount = mount
+        self.early_stop: list[int] = []  # SIGTERM or SIGINT taken before the loop's receiver was up
         self.event_buffer: int = getattr(args, "event_buffer", 32 << 20)
         try:
             self.cpus = CpuSet(args.cpus, args.cpu_type, Fraction(args.mhz) if args.mhz else None)
@@ -419,10 +420,14 @@ class Daemon:
                     "mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name
                 )
                 notify("READY=1\nSTATUS=serving " + self.mount)
-                async for signum in signals:
-                    log.info("%s: unmounting", signal.Signals(signum).name)
+                if self.early_stop:  # it came while mounting, before the receiver was up
+                    log.info("%s: unmounting", signal.Signals(self.early_stop[0]).name)
                     notify("STOPPING=1")
-                    break
+                else:
+                    async for signum in signals:
+                        log.info("%s: unmounting", signal.Signals(signum).name)
+                        notify("STOPPING=1")
+                        break
             nursery.cancel_scope.cancel()
 
     async def _sweep(self) -> None:
@@ -924,6 +929,11 @@ def _unmount_on_kill(spare: int, opened: dict[int, str]) -> None:
 def serve(args, mount: str) -> int:
     """Mount, serve until SIGTERM/SIGINT, unmount."""
     daemon = Daemon(args, mount)
+    # A SIGTERM or SIGINT from the mount on, before the loop's receiver is
+    # up, stops the daemon as one after: by default it would end the
+    # process with the mount left behind for fusermount3 to clean up.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: daemon.early_stop.append(signum))
     bridge.install(daemon.answer_ioctl)
     bridge.linger(args.linger * 1000, LINGER_BUDGET_NS if args.linger else 0)
     options = set(pyfuse3.default_options)

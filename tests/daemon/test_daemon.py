@@ -82,6 +82,26 @@ def test_mount_point_comes_from_hwperfd_mount(shared_tmp):
     assert not is_mounted(path)
 
 
+def test_a_sigterm_as_soon_as_the_mount_is_visible_still_unmounts_cleanly(shared_tmp):
+    """SIGTERM in the moment between the mount and the event loop's signal
+    receiver: remembered and acted on, not the default action, which ended
+    the daemon with its mount left for fusermount3 (a fresh-clone run caught
+    the mount still there after the daemon had exited)."""
+    path = shared_tmp / "mp-early-term"
+    path.mkdir()
+    for _ in range(5):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hwperfd", "--clock", "manual", str(path)], cwd=ROOT,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            assert wait_for(lambda: is_mounted(path), timeout=10, interval=0)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=10)
+        assert code == 0 and not is_mounted(path)
+
+
 def test_readiness_is_notified_once_the_mount_is_visible(shared_tmp):
     path = shared_tmp / "mp-notify"
     path.mkdir()
