@@ -141,7 +141,7 @@ PERSONALITY_NODES: tuple[NodeFactory, ...] = (PctrNode, CpcNode, PerfctrNode)
 class Daemon:
     def __init__(self, args: argparse.Namespace, mount: str) -> None:
         self.mount = mount
-        self.early_stop: list[int] = []  # SIGTERM or SIGINT taken before the loop's receiver was up
+        self.early_stop: list[int] = []  # the SIGTERM or SIGINT that stops it (taken early, before the loop's receiver)
         self.event_buffer: int = getattr(args, "event_buffer", 32 << 20)
         try:
             self.cpus = CpuSet(args.cpus, args.cpu_type, Fraction(args.mhz) if args.mhz else None)
@@ -420,14 +420,12 @@ class Daemon:
                     "mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name
                 )
                 notify("READY=1\nSTATUS=serving " + self.mount)
-                if self.early_stop:  # it came while mounting, before the receiver was up
-                    log.info("%s: unmounting", signal.Signals(self.early_stop[0]).name)
-                    notify("STOPPING=1")
-                else:
+                if not self.early_stop:  # else it came while mounting, before the receiver was up
                     async for signum in signals:
-                        log.info("%s: unmounting", signal.Signals(signum).name)
-                        notify("STOPPING=1")
+                        self.early_stop.append(signum)
                         break
+                log.info("%s: unmounting", signal.Signals(self.early_stop[0]).name)
+                notify("STOPPING=1")
             nursery.cancel_scope.cancel()
 
     async def _sweep(self) -> None:

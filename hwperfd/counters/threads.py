@@ -564,16 +564,15 @@ class ThreadTable:
         alarms = self.alarms
         if alarms is None:
             return False
-        if alarms.precise:
-            if not alarms.arm_thread(ctx.pid, ctx.tid, ctx.start, headroom):
-                return False
+        if alarms.precise and alarms.arm_thread(ctx.pid, ctx.tid, ctx.start, headroom):
             self._alarmed.setdefault(ctx.pid, (-1, set()))[1].add(ctx)
             return True
+        # Past the thread events' caps, a self-timed thread's process clock.
         if not ctx.timed or ctx.process_looked < 0:
             return False
         at = ctx.process_looked + headroom
         armed = self._alarmed.get(ctx.pid)
-        if armed is not None and armed[0] <= at:
+        if armed is not None and 0 <= armed[0] <= at:  # a process alarm (-1: threads' alone)
             armed[1].add(ctx)
             return True
         if not alarms.arm(ctx.pid, at):
