@@ -496,9 +496,9 @@ fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, const voi
         return 1;
     }
     case FAST_CPC: {
-        /* cpc_set_sample on the caller's own LWP set: the call's struct back,
-         * its head as the daemon's sample fills it (hwperfd/cpc/device.py). */
-        static unsigned char io[CPC_IO_SIZE];
+        /* cpc_set_sample on the caller's own LWP set: the head as the daemon's
+         * sample fills it (hwperfd/cpc/device.py), and only the head - FUSE
+         * copies back what the answer holds, the requests stay the caller's. */
         struct cpc_io_head head;
         if (in_bufsz != CPC_IO_SIZE || out_bufsz != CPC_IO_SIZE)
             return 0;
@@ -516,10 +516,8 @@ fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, const voi
         head.ci_tick = counts[0];
         for (unsigned i = 0; i < CPC_MAXREQS; i++)
             head.ci_data[i] = i + 1 < n ? counts[i + 1] : 0;
-        memcpy(io, in_buf, CPC_IO_SIZE);
-        memcpy(io, &head, sizeof head);
         fast_count++;
-        fuse_reply_ioctl(req, 0, io, CPC_IO_SIZE);
+        fuse_reply_ioctl(req, 0, &head, sizeof head);
         return 1;
     }
     case FAST_PCTR: {
