@@ -44,6 +44,13 @@ handler, in counts; "got" the signals against what the CPU time holds, and
 "of counted" the overflows the counted cycles crossed (cycles / period: as
 nobody, user mode alone).  --irix-only prints these alone.
 
+Before these, what one FUSE round trip costs the calling thread's own CPU
+clock, against the C libfuse floor server (bench/floor_server.c, which does
+nothing but answer), with the server on CPU 0 and the caller on CPU 0 ("same
+CPU") or CPU 1 ("other CPU"): the look that finds an overflow is one such
+trip the counters stand still through, so it bounds "got" for short periods
+(docs/overflow.md).
+
 Last, the idle cost: --idle processes (2 000; --quick 50) that block on a
 pipe, each with a vperfctr i-mode counter of a 100 ms period through
 libperfctr, and the daemon's CPU time over 10 s (% of one core), with the
@@ -355,6 +362,36 @@ def irix(tmp: Path, args: argparse.Namespace) -> None:
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False, capture_output=True)
 
 
+def round_trip_cost(tmp: Path) -> str:
+    """The caller's own CPU time (and the wall time) per FUSE round trip to
+    the floor server, caller on the server's CPU and on the other."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import run as runner  # bench/run.py: the floor server and its start and stop
+
+    server_bin, client = runner.build(tmp)
+    floor_mount = tmp / "floor"
+    server = [str(server_bin), str(floor_mount)]
+    file = floor_mount / "file"
+    floor = runner.start_server("floor, C libfuse", server, floor_mount, tmp / "floor.log", file, file, enable=False)
+    lines = ["FUSE round trip to the C libfuse floor server (on CPU 0): the caller's CPU time per call"]
+    try:
+        runner.set_affinity(floor.pid, {0})
+        for label, cpu in (("same CPU", 0), ("other CPU", 1 % (os.cpu_count() or 1))):
+            done = subprocess.run([str(client), "-n", "5000", "-w", "500", str(floor_mount / "file")],
+                                  capture_output=True, text=True, timeout=300,
+                                  preexec_fn=lambda cpu=cpu: os.sched_setaffinity(0, {cpu}))  # fmt: skip
+            found = runner.RESULT.search(done.stdout)
+            if done.returncode != 0 or not found:
+                raise SystemExit(f"ioctl_client failed:\n{done.stdout}{done.stderr}")
+            v = dict(kv.split("=", 1) for kv in found.group(1).split())
+            cpu_us, wall_us = float(v["cpu_median_us"]), float(v["median_us"])
+            lines.append(f"  {label:10} {cpu_us:7.2f} us of the caller's CPU ({cpu_us * MHZ:8.0f} counts at {MHZ} MHz)"
+                         f", {wall_us:7.2f} us wall")  # fmt: skip
+    finally:
+        runner.stop_server(floor)
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-ms", type=int, default=0, help="CPU time per run (default: 20 periods, at least 300 ms)")
@@ -387,6 +424,7 @@ def main() -> None:
             return
         client = build(tmp, ROOT / "bench" / "overflow_client.c")
         threads = build(tmp, ROOT / "tests" / "overflow" / "four_threads.c")
+        print(round_trip_cost(tmp), flush=True)
         daemon, mnt = mount(tmp)
         try:
             print(f"hwperfd real clock, intel {MHZ} MHz; load average {os.getloadavg()[0]:.1f}")
