@@ -14,12 +14,14 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
 from hwperfd.perfex import costs
 from tests.conftest import NOBODY, ROOT
 from tests.perfex.conftest import CYCLES_PER_MS, blocks, counts_of, drive, run_perfex, run_waiting
+from tests.waiting import process_state
 
 MS = CYCLES_PER_MS
 
@@ -482,19 +484,50 @@ def _usr1_blocked(pid: int) -> bool:
     return bool(int(mask, 16) & (1 << (signal.SIGUSR1 - 1)))
 
 
+def _has_children(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return bool(f.read().split())
+    except OSError:
+        return True
+
+
+def _stopped_while_starting(proc: subprocess.Popen) -> bool:
+    """Stop perfex between its holding SIGUSR1 and its running the command:
+    True, stopped there; False, that moment was missed (it is let go).  The
+    mask alone does not say "starting": while perfex waits for the command
+    in sigtimedwait(2), the kernel shows the waited-for signals unblocked,
+    and once the command is done they are blocked again."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and proc.poll() is None:
+        if _usr1_blocked(proc.pid) and not _has_children(proc.pid):
+            os.kill(proc.pid, signal.SIGSTOP)
+            while process_state(proc.pid) not in ("T", None):
+                time.sleep(0.001)
+            if _usr1_blocked(proc.pid) and not _has_children(proc.pid):
+                return True
+            os.kill(proc.pid, signal.SIGCONT)
+            return False
+    return False
+
+
 @pytest.mark.parametrize("args", [["-s"], []])
 def test_a_sigusr1_as_perfex_starts_does_not_kill_it(manual_mount, args):
     """perfex(1) -s: SIGUSR1 starts counting.  One sent while perfex is still
     starting (importing) is held, not fatal: with -s it starts the counting
     once the command runs, without -s it does nothing."""
-    from tests.waiting import wait_for
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hwperfd.perfex", *args, "-e", "0", "sleep", "0.3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=manual_mount.env(), cwd=ROOT,
-    )  # fmt: skip
-    assert wait_for(lambda: _usr1_blocked(proc.pid), timeout=10)
+    for _ in range(10):  # each try a new perfex, until one is stopped while it starts
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hwperfd.perfex", *args, "-e", "0", "sleep", "0.3"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=manual_mount.env(), cwd=ROOT,
+        )  # fmt: skip
+        if _stopped_while_starting(proc):
+            break
+        proc.communicate(timeout=30)
+    else:
+        pytest.fail("perfex was never caught between holding SIGUSR1 and running its command")
     os.kill(proc.pid, signal.SIGUSR1)
+    os.kill(proc.pid, signal.SIGCONT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert ("SIGUSR1: counting started" in err) == bool(args), err
