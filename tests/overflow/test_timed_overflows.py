@@ -12,9 +12,9 @@ a period loses is the CPU time from the overflow to the handler's restart
 the look, a round trip to the daemon, and the overflow's signal (the
 restart's own round trip counts: the library tells the daemon where the
 thread's clock stood as it called).  What a round trip costs the thread is the machine's: a
-few us where the daemon shares its CPU, tens of us on a 2-CPU VM where it
-sleeps on the other CPU (waking it is an exit to the host, which the caller
-pays; bench/overflow.py prints both), more on a busy host.  So the test bounds the frozen time by what the
+few us where the daemon shares its CPU, 40 to 120 us on a quiet 2-CPU VM
+that halts an idle CPU at once and wakes it by an interrupt through the
+host, more on a busy host.  So the test bounds the frozen time by what the
 handler's own restarts cost the thread in the same run (timed.c measures
 it): 1.3 to 2.6 times that, measured on quiet and loaded 2-CPU VMs, is
 allowed 5 times; an overflow found late - by the daemon's tick, which a
@@ -88,23 +88,6 @@ def test_at_a_2_ms_period_beside_a_cpu_bound_process_on_every_cpu_each_overflow_
         r = burn(intel_real, timed, personality, 2 * MS, 400)
     check_exact(r, 2 * MS)
     check_on_time(r)
-
-
-@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
-@pytest.mark.parametrize("personality", ["perfctr", "cpc"])
-def test_the_handlers_read_finds_the_counters_standing_at_the_overflow_without_a_round_trip(
-    intel_real, timed, personality, nobody
-):
-    """A handler that reads its counters first, as PAPI's overflow dispatch
-    does, reads them at the overflow, exactly; the vperfctr's page serves
-    that read (perfctr's mapped state did) once the timer's look found the
-    overflow, so it costs the frozen counters no round trip (an overflow the
-    daemon's own alarm found is read through the daemon)."""
-    r = burn(intel_real, timed, personality, 2 * MS, 300, nobody, TIMED_READ="1")
-    check_exact(r, 2 * MS)
-    assert r["signals"] >= 10 and r["misread"] == 0, r
-    if personality == "perfctr":
-        assert r["page_reads"] >= r["signals"] // 2, r
 
 
 @pytest.mark.parametrize("personality", ["perfctr", "cpc"])

@@ -1,9 +1,7 @@
 /* One thread sampling its own cycles (user and system mode) at one period,
  * as a sampling profiler does: perfctr, an i-mode counter and
  * vperfctr_iresume; cpc, a CPC_OVF_NOTIFY_EMT request and cpc_set_restart.
- * The handler only counts and restarts (a profiler takes the PC); with
- * TIMED_READ=1 in the environment it first reads the counter, as PAPI's
- * overflow dispatch does, which must stand at the overflow (whole periods).
+ * The handler only counts and restarts (a profiler takes the PC).
  *
  *   timed perfctr|cpc PERIOD burn CPU_MS [IDLE_MS]
  *                                        burn CPU_MS of its own CPU time (after
@@ -16,10 +14,7 @@
  * the counter counted (its sum), T the thread's own CPU time from before
  * the set-up, R the part of T the handler's restart calls took (a round
  * trip to the daemon: what one costs the thread on this machine), S the
- * part the set-up took, before the counting began; with TIMED_READ,
- * "misread=M" (handler reads not at the overflow) and, for perfctr,
- * "page_reads=P" (handler reads the vperfctr's state page served, without
- * a round trip). */
+ * part the set-up took, before the counting began. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,8 +32,7 @@ static struct vperfctr *vperfctr;
 static cpc_t *cpc;
 static cpc_set_t *set;
 static cpc_buf_t *buf;
-static int request, use_cpc, read_first;
-static volatile long misread, page_reads;
+static int request, use_cpc;
 
 static long long cpu_ns(void)
 {
@@ -57,12 +51,6 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	    return;
 	}
 	++signals;
-	if (read_first) {
-	    uint64_t value = 1;
-
-	    if (cpc_set_sample(cpc, set, buf) != 0 || cpc_buf_get(cpc, buf, request, &value) != 0 || value != 0)
-		++misread;	/* the preset wraps to 0 at the overflow, and the set stands there */
-	}
 	long long before = cpu_ns();
 	cpc_set_restart(cpc, set);
 	restart_ns += cpu_ns() - before;
@@ -72,16 +60,6 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	    return;
 	}
 	++signals;
-	if (read_first) {
-	    struct perfctr_sum_ctrs sum;
-
-	    if (hwperfd_vperfctr_read_page(vperfctr, &sum) == 0)
-		++page_reads;
-	    else
-		vperfctr_read_ctrs(vperfctr, &sum);
-	    if ((long long)sum.pmc[0] != signals * period)
-		++misread;
-	}
 	long long before = cpu_ns();
 	if (vperfctr_iresume(vperfctr) < 0) {
 	    perror("vperfctr_iresume");
@@ -152,7 +130,6 @@ int main(int argc, char **argv)
     if (argc < 4)
 	return 2;
     use_cpc = strcmp(argv[1], "cpc") == 0;
-    read_first = getenv("TIMED_READ") != NULL && strcmp(getenv("TIMED_READ"), "1") == 0;
     period = atoll(argv[2]);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (strcmp(argv[3], "burn") == 0 && (argc == 5 || argc == 6)) {
@@ -179,9 +156,8 @@ int main(int argc, char **argv)
 	    vperfctr_stop(vperfctr);
 	    total = counted();
 	}
-	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld setup_ns=%lld misread=%ld"
-	       " page_reads=%ld\n", (long)signals, total, cpu_ns() - begin, (long)foreign, restart_ns, setup_ns,
-	       (long)misread, (long)page_reads);
+	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld setup_ns=%lld\n", (long)signals,
+	       total, cpu_ns() - begin, (long)foreign, restart_ns, setup_ns);
 	return 0;
     }
     if (strcmp(argv[3], "wait") == 0) {
