@@ -12,9 +12,9 @@ a period loses is the CPU time from the overflow to the handler's restart
 the look, a round trip to the daemon, and the overflow's signal (the
 restart's own round trip counts: the library tells the daemon where the
 thread's clock stood as it called).  What a round trip costs the thread is the machine's: a
-few us where the daemon shares its CPU, 40 to 120 us on a quiet 2-CPU VM
-that halts an idle CPU at once and wakes it by an interrupt through the
-host, more on a busy host.  So the test bounds the frozen time by what the
+few us where the daemon shares its CPU, tens of us on a 2-CPU VM where it
+sleeps on the other CPU (waking it is an exit to the host, which the caller
+pays, busy CPU or idle; bench/overflow.py prints both), more on a busy host.  So the test bounds the frozen time by what the
 handler's own restarts cost the thread in the same run (timed.c measures
 it): 1.3 to 2.6 times that, measured on quiet and loaded 2-CPU VMs, is
 allowed 5 times; an overflow found late - by the daemon's tick, which a
