@@ -23,10 +23,15 @@
  * compare than getpid(2), a system call on every read. */
 static unsigned forks;
 
-/* Reads that find the page being written before the reader gives up and asks
- * the daemon: a write takes microseconds, but a daemon stopped or killed
- * halfway leaves the counter odd for good. */
-#define WRITING_SPINS (1u << 20)
+/* How long a reader that finds the page being written waits for the write
+ * before it asks the daemon instead.  A write spans the daemon's catch-up
+ * (tens of us); on a busy machine the daemon can be preempted halfway for a
+ * scheduler slice (ms), and a reader spinning meanwhile burns its own CPU
+ * time - counted, and seen as frozen counters by an overflow handler - and
+ * on a shared CPU the writer's.  The ioctl waits asleep behind the write and
+ * answers exactly; a daemon stopped or killed halfway leaves the counter odd
+ * for good, and the ioctl rides that out too. */
+#define WRITING_WAIT_NS 20000u
 static pthread_once_t fork_hook = PTHREAD_ONCE_INIT;
 
 /* Reads under way on this thread: more than one when a signal handler reads
@@ -156,6 +161,7 @@ static int read_cpu(struct hwperfd_state_reader *r, int *generation, uint64_t *c
     struct timeval cu = {0, 0}, cs = {0, 0};
     int gen;
     unsigned i, nslots, first, cpu = 0, spins = 0;
+    uint64_t writing_since = 0;
 
     if (p == NULL || r->forks != __atomic_load_n(&forks, __ATOMIC_RELAXED) || n > HWPERFD_STATE_SLOTS) {
         errno = EAGAIN;
@@ -164,7 +170,9 @@ static int read_cpu(struct hwperfd_state_reader *r, int *generation, uint64_t *c
     for (;;) {
         seq = __atomic_load_n(&p->hs_seq, __ATOMIC_ACQUIRE);
         if (seq & 1) { /* the daemon is writing */
-            if (++spins >= WRITING_SPINS) {
+            if (spins++ == 0) {
+                writing_since = clock_ns(CLOCK_MONOTONIC);
+            } else if (spins % 64 == 0 && clock_ns(CLOCK_MONOTONIC) - writing_since >= WRITING_WAIT_NS) {
                 errno = EAGAIN;
                 return -1;
             }
