@@ -34,9 +34,14 @@
  * fallback where perf is not allowed.  An event that may not count kernel
  * time (perf_event_paranoid 2, no CAP_PERFMON) drops a ring that lands in
  * the kernel and rings a period later (half the rings of a thread that
- * spends half its time in system calls), so it rings at half of what is
+ * spends half its time in system calls: a quarter of them for a loop that
+ * reads its CPU clock every us, measured), so it rings at half of what is
  * left and at least every OVF_STEP_NS: a dropped ring costs that much, and
- * the rings cost the thread a few us each.
+ * the rings cost the thread a few us each.  Near the instant it is armed
+ * only for a thread that slept (below), and its first ring says the thread
+ * runs again, which the monotonic timer then times: it rings after
+ * OVF_WAKE_NS, so that a ring or two dropped cost that much, not OVF_STEP_NS
+ * each (a thread woken 5 ms before its overflow was seen 1-6 ms late).
  *
  * The monotonic timer is set OVF_LEAD_NS short, the usual lag of its
  * signal, but never sooner than OVF_MIN_NS: with a period shorter than the
@@ -89,6 +94,7 @@
 #define OVF_LEAD_NS 60000LL	/* the monotonic timer rings this long before it (its signal's usual lag) */
 #define OVF_MIN_NS 50000LL	/* and no sooner than this after it is armed: the program runs between looks */
 #define OVF_STEP_NS 2000000LL	/* a task-clock event that drops rings in the kernel rings this often */
+#define OVF_WAKE_NS 100000LL	/* and this often near the instant: its first ring after a sleep says the thread runs */
 #define OVF_SLEEPS 3		/* waits it slept through in a row: the CPU clock's timer */
 #define OVF_WALL 1		/* sival_int of each timer's signal: the thread's */
 #define OVF_CPU 2
@@ -170,8 +176,11 @@ static void ovf_schedule(struct ovf_timer *t, long long now, int idle)
 	if (t->perf >= 0) {
 	    unsigned long long period = at - now > OVF_MIN_NS ? (unsigned long long)(at - now) : OVF_MIN_NS;
 
-	    if (t->perf_halves && period / 2 >= OVF_MIN_NS)
-		period = period / 2 < OVF_STEP_NS ? period / 2 : OVF_STEP_NS;
+	    if (t->perf_halves && period / 2 >= OVF_MIN_NS) {
+		unsigned long long step = left > OVF_NEAR_NS ? OVF_STEP_NS : OVF_WAKE_NS;
+
+		period = period / 2 < step ? period / 2 : step;
+	    }
 	    ioctl(t->perf, PERF_EVENT_IOC_PERIOD, &period);
 	    if (!t->cpu_armed)
 		ioctl(t->perf, PERF_EVENT_IOC_ENABLE, 0);

@@ -10,11 +10,13 @@
  *        "ready pid=P", then per stdin line "expect N" waits until N signals
  *        came (10 s at most) and prints the state; exits at EOF
  *
- * Prints "signals=N counted=C cpu_ns=T restart_ns=R setup_ns=S": C is what
- * the counter counted (its sum), T the thread's own CPU time from before
- * the set-up, R the part of T the handler's restart calls took (a round
- * trip to the daemon: what one costs the thread on this machine), S the
- * part the set-up took, before the counting began. */
+ * Prints "signals=N counted=C cpu_ns=T restart_ns=R setup_ns=S longest_ns=L":
+ * C is what the counter counted (its sum), T the thread's own CPU time from
+ * before the set-up, R the part of T the handler's restart calls took (a
+ * round trip to the daemon: what one costs the thread on this machine), S
+ * the part the set-up took, before the counting began, L the most CPU time
+ * from the counting's start or a restart's return to the next handler (a
+ * period, and what that overflow came late: which one a failure shows). */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@
 static long long period;
 static volatile long signals, foreign;
 static volatile long long restart_ns;	/* the thread's CPU time in the handler's restart calls */
+static volatile long long resumed_ns, longest_ns;	/* the last restart's return; the most from one to a handler */
 static struct vperfctr *vperfctr;
 static cpc_t *cpc;
 static cpc_set_t *set;
@@ -52,8 +55,11 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	}
 	++signals;
 	long long before = cpu_ns();
+	if (before - resumed_ns > longest_ns)
+	    longest_ns = before - resumed_ns;
 	cpc_set_restart(cpc, set);
-	restart_ns += cpu_ns() - before;
+	resumed_ns = cpu_ns();
+	restart_ns += resumed_ns - before;
     } else {
 	if (si->si_code != SI_PMC_OVF || si->si_pmc_ovf_mask != 1) {
 	    ++foreign;
@@ -61,11 +67,14 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	}
 	++signals;
 	long long before = cpu_ns();
+	if (before - resumed_ns > longest_ns)
+	    longest_ns = before - resumed_ns;
 	if (vperfctr_iresume(vperfctr) < 0) {
 	    perror("vperfctr_iresume");
 	    abort();
 	}
-	restart_ns += cpu_ns() - before;
+	resumed_ns = cpu_ns();
+	restart_ns += resumed_ns - before;
     }
 }
 
@@ -138,7 +147,8 @@ int main(int argc, char **argv)
 
 	begin = cpu_ns();
 	start();
-	setup_ns = cpu_ns() - begin;
+	resumed_ns = cpu_ns();
+	setup_ns = resumed_ns - begin;
 	if (argc == 6) {
 	    struct timespec idle = { atoll(argv[5]) / 1000, atoll(argv[5]) % 1000 * 1000000L };
 
@@ -156,8 +166,8 @@ int main(int argc, char **argv)
 	    vperfctr_stop(vperfctr);
 	    total = counted();
 	}
-	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld setup_ns=%lld\n", (long)signals,
-	       total, cpu_ns() - begin, (long)foreign, restart_ns, setup_ns);
+	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld setup_ns=%lld longest_ns=%lld\n",
+	       (long)signals, total, cpu_ns() - begin, (long)foreign, restart_ns, setup_ns, longest_ns);
 	return 0;
     }
     if (strcmp(argv[3], "wait") == 0) {
