@@ -649,6 +649,7 @@ class Daemon:
         """
         changed = more = False
         touched: set[int] = set()  # pids whose set-up the events may change
+        paged: set[int] = set()  # and those whose pages they may change besides
         # One poll(2) for both streams first: before most requests neither has news.
         if self.events is not None and (self._held or netlink.any_pending((self.events, self.accounting))):
             # Taskstats, the connector, then taskstats again.  A child's fork
@@ -713,6 +714,7 @@ class Daemon:
                 else:
                     batch.append(Lost())
             threads = [*coalesce(threads), *whole_groups]
+            paged.update(event.pid for event in threads)  # a thread's process: its page's line
             for item in batch:
                 if isinstance(item, (Exited, Execed)):
                     touched.update((item.pid, self.kernel.parent_of(item.pid)))
@@ -757,7 +759,7 @@ class Daemon:
         elif touched or self._dirty or self.threads.touched:
             self._record_setup(touched)
         if changed:
-            self._changed()
+            self._changed(touched | paged)
         self._behind = self._behind + 1 if more else 0
         return more
 
@@ -822,12 +824,17 @@ class Daemon:
             self.durable.store.close(remove_if_empty=True)
             self.durable = None
 
-    def _changed(self) -> None:
+    def _changed(self, pids: Iterable[int] | None = None) -> None:
         """Processes or threads came or went: texts render anew, and the state
-        pages show it (a page of a context that ended goes)."""
+        pages show it (a page of a context that ended goes).  ``pids``: the
+        processes the change was about, whose pages alone are written anew;
+        None: every page."""
         self.fs.changed()
         if self.fs.state_pages is not None:
-            self.fs.state_pages.publish()
+            if pids is None:
+                self.fs.state_pages.publish()
+            else:
+                self.fs.state_pages.publish_changed(pids)
 
     def _thread_ended(self, pid: int, tid: int) -> None:
         """A thread of a counting process ended: its CPU time, for perfex -mp's blocks."""

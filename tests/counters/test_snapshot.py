@@ -193,6 +193,29 @@ def test_a_page_goes_with_its_process_and_the_cap_is_per_user(pages):
     assert os.stat(other).st_uid == 0 and os.stat(other).st_mode & 0o777 == 0o440
 
 
+def seq_of(path):
+    return struct.unpack_from("<I", open(path, "rb").read(), 8)[0]
+
+
+def test_a_process_event_rewrites_only_the_pages_it_is_about_and_drops_ended_ones(pages):
+    """Forks and exits of other processes leave a page as written (its counts
+    are not theirs): an exit storm beside N pages once cost N page writes an
+    exit.  A page whose context ended goes all the same."""
+    store, kernel, ledger, pid = pages
+    mine, theirs = store.grant(pid, 0, 0), store.grant(PID, 0, 0)
+    ledger.run(pid, 1_000_000)
+    ledger.run(PID, 2_000_000)
+    before = seq_of(mine), seq_of(theirs)
+    store.publish_changed([PID])
+    assert (seq_of(mine), seq_of(theirs)) == (before[0], before[1] + 2)
+    assert structs.hwperfd_state_t.parse(open(theirs, "rb").read()).hs_slots[0].count == 390_000  # 2 ms at 195 MHz
+    kernel.forget(PID)
+    store.publish_changed([])
+    assert not os.path.exists(theirs) and seq_of(mine) == before[0] and len(store) == 1
+    store.publish()  # every page: the one left is written too
+    assert seq_of(mine) == before[0] + 2
+
+
 def test_another_personality_publishes_its_own_pages_beside_irixs(pages):
     """A second source (here another kernel, standing for a per-thread
     personality) gets pages of its own for the same id, under the same cap."""
