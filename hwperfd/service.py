@@ -526,7 +526,7 @@ class Daemon:
             settled = self.lifecycle.settle()
             self._record_setup(parents)
             if settled:
-                self._changed()
+                self._changed(parents)
                 delay = ZOMBIE_INTERVAL
             else:
                 delay = min(delay * 2, MAX_ZOMBIE_INTERVAL)
@@ -609,7 +609,7 @@ class Daemon:
                     credited = self.lifecycle.credit_unseen(pid)
                     if credited:
                         self._record_setup((pid,))
-                        self._changed()
+                        self._changed((pid,))
                     if credited is not None:
                         self._ahead_of_backlog(pid)
                         break
@@ -620,7 +620,7 @@ class Daemon:
                     break
         elif pid is not None and self.lifecycle.settle(pid):
             self._record_setup((pid,))
-            self._changed()
+            self._changed((pid,))
 
     def _ahead_of_backlog(self, pid: int) -> None:
         """A request of ``pid`` is answered ahead of queued events: the
@@ -633,7 +633,7 @@ class Daemon:
         taken = self.lifecycle.take_in_children((pid,), since_ns=max(1, heard))
         if taken:
             self._record_setup((pid, *taken))
-            self._changed()
+            self._changed((pid, *taken))
 
     def _catch_up_events(self, pid: int | None = None) -> bool:
         """Apply what the kernel has reported (``Lifecycle`` orders it), then

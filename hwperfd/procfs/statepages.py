@@ -371,9 +371,12 @@ class StatePages:
 
     @staticmethod
     def _ended(page: _Page) -> bool:
-        """Whether the page's context is gone, or another process's now."""
+        """Whether the page's context is gone, another process's now, or no
+        longer counts (exited, released)."""
         identity = page.source.identity(page.pid)
-        return identity is None or bool(identity[0] and page.start and identity[0] != page.start)
+        if identity is None or (identity[0] and page.start and identity[0] != page.start):
+            return True
+        return not page.source.is_counting(page.pid)
 
     def refresh(self) -> None:
         """The real clock's pace: pages of processes that used CPU time since
@@ -388,7 +391,8 @@ class StatePages:
     def _publish(self, page: _Page, resplit: bool = False) -> None:
         pid, source = page.pid, page.source
         page.stale = False
-        if self._ended(page):
+        identity = source.identity(pid)
+        if identity is None or (identity[0] and page.start and identity[0] != page.start):
             self.retire(pid, source)
             return
         # Readers wait from before the catch-up reads the process's clock: one

@@ -214,6 +214,9 @@ def test_a_process_event_rewrites_only_the_pages_it_is_about_and_drops_ended_one
     assert not os.path.exists(theirs) and seq_of(mine) == before[0] and len(store) == 1
     store.publish()  # every page: the one left is written too
     assert seq_of(mine) == before[0] + 2
+    kernel.release(Caller(pid, 0, 0, pid), Proc(pid))  # no longer counting: its page goes
+    store.publish_changed([])
+    assert not os.path.exists(mine) and len(store) == 0
 
 
 def test_another_personality_publishes_its_own_pages_beside_irixs(pages):
