@@ -11,7 +11,7 @@ import structs
 from structs.state import hwperfd_statepage_t as STATEPAGE
 from hwperfd.counters.durable import Item
 from hwperfd.cpc import durable
-from hwperfd.cpc.device import Caller, CpcDevice
+from hwperfd.cpc.device import SERVICE, Caller, CpcDevice, LwpBinding
 from hwperfd.cpc.pages import CpcCpuPages, CpcPages, cpu_ident
 from hwperfd.host import processes, tasks
 from hwperfd.node import (
@@ -67,9 +67,21 @@ class CpcNode:
                 changed.fast = FastRead(FAST_CPC, self.pages, call.pid)
             return reply
         finally:
+            if call.cmd == abi.HWPERFD_CPCIO_SAMPLE and self._froze(call.pid):
+                # The sample (the timer's look, answered EINTR) found the
+                # overflow and sent its SIGEMT: the page shows the set frozen,
+                # for the handler's sample.
+                changed.page(self.pages, call.pid, resplit=True)
             for cpu in self._held(call.fh):
                 if self.cpu_pages.stale(cpu):
                     changed.page(self.cpu_pages, cpu_ident(cpu))  # values taken anew since it was written
+
+    def _froze(self, tid: int) -> bool:
+        """The LWP's own set stands frozen on an overflow."""
+        threads = self.device.threads
+        ctx = threads.get(SERVICE, tid) if threads is not None else None
+        binding = ctx.data if ctx is not None else None
+        return isinstance(binding, LwpBinding) and not binding.pctx and binding.set.frozen
 
     def _own_sample(self, call: Call, reply: Reply) -> bool:
         """A plain sample of the caller's own LWP set, answered without error

@@ -11,9 +11,12 @@ binding's serial, so a set the library holds reads the page only while the
 binding it made is the LWP's.  What the extrapolation cannot reproduce
 sets the fallback flag and the library samples through the ioctl, which
 answers as Solaris would: a set invalidated by a CPU bind or another
-personality taking the counters (EAGAIN), a frozen set or a request with
+personality taking the counters (EAGAIN), a running set with a request with
 CPC_OVF_NOTIFY_EMT (the daemon must see each overflow to send its SIGEMT),
-and a set another process bound on the LWP (cputrack's).
+and a set another process bound on the LWP (cputrack's).  A set frozen on
+an overflow reads from its page: its values stand at the overflow until
+cpc_set_restart, so the SIGEMT handler's sample costs no round trip while
+the counters stand still.
 
 A CPU binding (cpc_bind_cpu) has a page too, for the file that holds it
 (context id ``-1 - cpu``): the tick moves with wall time (the CPU's TSC since
@@ -73,8 +76,8 @@ class CpcPages:
         bset.sync(pmu)
         held = self.device.cpus.reservation.holder is not None
         fallback = (
-            bset.invalid or bset.frozen or held or bool(binding.deferred)
-            or any(r.notify for r in bset.requests)
+            bset.invalid or held or bool(binding.deferred)
+            or (not bset.frozen and any(r.notify for r in bset.requests))
         )  # fmt: skip
         running = ctx.running
         # The tick (CpcDevice._tick): cycles at mhz over the CPU time since the bind, the fraction carried.

@@ -77,6 +77,13 @@ class PerfctrNode:
 
     def ioctl(self, call: Call, changed: Changed) -> Reply:
         reply = dispatch(self.table, call, changed, unknown=errno.EINVAL, pages=self._own_page, holder=self._holder)
+        if call.cmd == abi.VPERFCTR_OVERFLOW_NS:
+            tid = self.device.bound_tid(call.fh)
+            perfctr = self.device.virtual.get(tid) if tid == call.pid else None
+            if perfctr is not None and perfctr.iresume_cstatus:
+                # The timer's look found the overflow: its page shows the
+                # counters suspended, for the handler's read, before it runs.
+                changed.page(self.pages, call.pid, resplit=True)
         kind = _FAST.get(call.cmd)
         if kind is not None and self.device.bound_tid(call.fh) == call.pid:
             # A thread's read of its own vperfctr: its next ones may be

@@ -6,9 +6,13 @@ A page is one thread's (keyed by its tid) and shows ``VPERFCTR_READ_STATE``
 as slots: slot 0 the TSC sum, slots 1-18 pmc[0..17].sum, each as it moves
 (sum + (current - start)), and the cstatus in ``hs_generation``.  What the
 extrapolation cannot reproduce sets the fallback flag, and the library reads
-through the ioctl: a stopped or suspended vperfctr, i-mode counters (their
+through the ioctl: a stopped vperfctr, running i-mode counters (their
 overflow suspends the counters and signals the thread, which only the daemon
-can do), a pending overflow (``iresume``), a number past 64 bits.
+can do), a number past 64 bits.  A vperfctr suspended on an overflow (until
+``iresume``) reads from its page: its counters stand at the overflow and the
+TSC runs on, which the page shows exactly - so an overflow handler's read,
+which perfctr answered from the mapped state, costs no round trip while the
+counters stand still.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ class VperfctrPages:
         ctx, state, pmu = perfctr.ctx, perfctr.state, perfctr.pmu
         perfctr.sync()
         cstatus = state.cstatus
-        fallback = not perfctr.running or bool(state.nrictrs) or bool(perfctr.iresume_cstatus) or not ctx.running
+        fallback = not perfctr.running or bool(state.nrictrs) or not ctx.running
         running = perfctr.running and ctx.running
         # The TSC runs with the thread's CPU time (Virtual.tsc): cycles at mhz
         # over ran_ns, the fraction of a cycle carried.

@@ -13,6 +13,7 @@ import errno
 import fcntl
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -127,6 +128,24 @@ def test_a_stopped_or_i_mode_vperfctr_is_read_by_the_daemon(intel, vperfctr):
     never_in_the_bridge(intel, lambda: read_state(vperfctr))
 
 
+def test_a_vperfctr_suspended_on_its_overflow_is_read_from_its_page_until_iresume(intel, vperfctr):
+    """A suspended vperfctr's counters stand at the overflowing event until
+    iresume and its TSC runs on: perfctr's mapped state showed that, and so
+    does the page, so the handler's read costs no round trip."""
+    fcntl.ioctl(vperfctr, abi.VPERFCTR_CONTROL, _control(nractrs=0, nrictrs=1, ireset=[-MS]))
+    never_in_the_bridge(intel, lambda: read_state(vperfctr), 3)  # running i-mode counters: the daemon's
+    intel.control(f"advance {os.getpid()} 2ms")  # 1.6 M instructions: past the overflow at 1 M
+    first = read_state(vperfctr)
+    state = abi.vperfctr_state.parse(first)
+    assert state.sum.pmc[0] == MS and state.sum.tsc == 2 * MS and state.cstatus == 1 << 31  # the TSC alone on
+    in_the_bridge(intel, lambda: read_state(vperfctr), first)
+    intel.control(f"advance {os.getpid()} 1ms")
+    later = abi.vperfctr_state.parse(read_state(vperfctr))
+    assert later.sum.pmc[0] == MS and later.sum.tsc == 3 * MS
+    fcntl.ioctl(vperfctr, abi.VPERFCTR_IRESUME)
+    never_in_the_bridge(intel, lambda: read_state(vperfctr), 3)
+
+
 def test_a_forked_child_reading_the_inherited_vperfctr_gets_the_daemons_errno(intel, vperfctr):
     """The file is marked for this thread: the child (another thread, here
     also another user) reaches the driver, whose rule for another thread's
@@ -163,8 +182,8 @@ def test_a_forked_child_reading_the_inherited_vperfctr_gets_the_daemons_errno(in
 # -- libcpc ----------------------------------------------------------------------
 
 
-def _cpc_io(flags=abi_cpc.CPC_COUNT_USER, nreqs=1):
-    req = dict(cr_event="INST_RET", cr_preset=0, cr_flags=flags, cr_nattrs=0,
+def _cpc_io(flags=abi_cpc.CPC_COUNT_USER, nreqs=1, preset=0):
+    req = dict(cr_event="INST_RET", cr_preset=preset, cr_flags=flags, cr_nattrs=0,
                cr_attr=[dict(ka_name="", ka_val=0)] * abi_cpc.HWPERFD_CPC_MAXATTRS)  # fmt: skip
     io = dict(ci_error=0, ci_subcode=0, ci_target=abi_cpc.HWPERFD_CPC_LWP, ci_flags=0, ci_pid=0, ci_id=0,
               ci_index=0, ci_nreqs=nreqs, ci_preset=0, ci_hrtime=0, ci_tick=0,
@@ -227,6 +246,29 @@ def test_a_set_that_notifies_on_overflow_and_one_whose_counters_were_taken_are_s
             intel.control("release another")
     finally:
         fcntl.ioctl(cpc_fd, abi_cpc.HWPERFD_CPCIO_RELE, raw)
+
+
+def test_a_set_frozen_on_its_overflow_is_sampled_from_its_page_until_restarted(intel, cpc_fd):
+    """A set that notifies stands frozen at the overflowing event once its
+    SIGEMT went (cpc_bind_curlwp(3CPC)) until cpc_set_restart: its page shows
+    the values standing, so the handler's sample costs no round trip."""
+    took = []
+    old = signal.signal(abi_cpc.HWPERFD_CPC_SIGCARRIER, lambda signum, frame: took.append(signum))
+    raw = _cpc_io(abi_cpc.CPC_COUNT_USER | abi_cpc.CPC_OVF_NOTIFY_EMT, preset=2**64 - MS)
+    fcntl.ioctl(cpc_fd, abi_cpc.HWPERFD_CPCIO_BIND, raw)
+    try:
+        never_in_the_bridge(intel, lambda: sample(cpc_fd, raw), 3)  # running, notifying: the daemon's
+        intel.control(f"advance-thread {threading.get_native_id()} 2ms")  # 1.6 M instructions: past the wrap
+        first = sample(cpc_fd, raw)
+        while first[0] == errno.EINTR:  # the SIGEMT's carrier came first; the sample made again takes effect
+            first = sample(cpc_fd, raw)
+        assert took and first[:5] == (0, -1, 0, 1, 2 * MS) and first[5][0] == 0  # frozen at the wrap
+        in_the_bridge(intel, lambda: sample(cpc_fd, raw), first)
+        fcntl.ioctl(cpc_fd, abi_cpc.HWPERFD_CPCIO_RESTART, bytearray(raw))
+        never_in_the_bridge(intel, lambda: sample(cpc_fd, raw), 3)
+    finally:
+        fcntl.ioctl(cpc_fd, abi_cpc.HWPERFD_CPCIO_RELE, raw)
+        signal.signal(abi_cpc.HWPERFD_CPC_SIGCARRIER, old)
 
 
 def test_a_sample_of_another_lwp_or_a_timers_look_is_left_to_the_daemon(intel, cpc_fd):

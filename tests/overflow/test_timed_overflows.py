@@ -90,6 +90,23 @@ def test_at_a_2_ms_period_beside_a_cpu_bound_process_on_every_cpu_each_overflow_
     check_on_time(r)
 
 
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+@pytest.mark.parametrize("personality", ["perfctr", "cpc"])
+def test_the_handlers_read_finds_the_counters_standing_at_the_overflow_without_a_round_trip(
+    intel_real, timed, personality, nobody
+):
+    """A handler that reads its counters first, as PAPI's overflow dispatch
+    does, reads them at the overflow, exactly; the vperfctr's page serves
+    that read (perfctr's mapped state did) once the timer's look found the
+    overflow, so it costs the frozen counters no round trip (an overflow the
+    daemon's own alarm found is read through the daemon)."""
+    r = burn(intel_real, timed, personality, 2 * MS, 300, nobody, TIMED_READ="1")
+    check_exact(r, 2 * MS)
+    assert r["signals"] >= 10 and r["misread"] == 0, r
+    if personality == "perfctr":
+        assert r["page_reads"] >= r["signals"] // 2, r
+
+
 @pytest.mark.parametrize("personality", ["perfctr", "cpc"])
 def test_without_the_timer_the_daemons_tick_still_brings_every_overflow(intel_real, timed, personality):
     """HWPERFD_OVERFLOW_TIMER=0, as for a program that calls the ioctls

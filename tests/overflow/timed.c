@@ -1,7 +1,9 @@
 /* One thread sampling its own cycles (user and system mode) at one period,
  * as a sampling profiler does: perfctr, an i-mode counter and
  * vperfctr_iresume; cpc, a CPC_OVF_NOTIFY_EMT request and cpc_set_restart.
- * The handler only counts and restarts (a profiler takes the PC).
+ * The handler only counts and restarts (a profiler takes the PC); with
+ * TIMED_READ=1 in the environment it first reads the counter, as PAPI's
+ * overflow dispatch does, which must stand at the overflow (whole periods).
  *
  *   timed perfctr|cpc PERIOD burn CPU_MS [IDLE_MS]
  *                                        burn CPU_MS of its own CPU time (after
@@ -16,7 +18,10 @@
  * round trip to the daemon: what one costs the thread on this machine), S
  * the part the set-up took, before the counting began, L the most CPU time
  * from the counting's start or a restart's return to the next handler (a
- * period, and what that overflow came late: which one a failure shows). */
+ * period, and what that overflow came late: which one a failure shows);
+ * with TIMED_READ, "misread=M" (handler reads not at the overflow) and, for
+ * perfctr, "page_reads=P" (handler reads the vperfctr's state page served,
+ * without a round trip). */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +40,8 @@ static struct vperfctr *vperfctr;
 static cpc_t *cpc;
 static cpc_set_t *set;
 static cpc_buf_t *buf;
-static int request, use_cpc;
+static int request, use_cpc, read_first;
+static volatile long misread, page_reads;
 
 static long long cpu_ns(void)
 {
@@ -54,6 +60,12 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	    return;
 	}
 	++signals;
+	if (read_first) {
+	    uint64_t value = 1;
+
+	    if (cpc_set_sample(cpc, set, buf) != 0 || cpc_buf_get(cpc, buf, request, &value) != 0 || value != 0)
+		++misread;	/* the preset wraps to 0 at the overflow, and the set stands there */
+	}
 	long long before = cpu_ns();
 	if (before - resumed_ns > longest_ns)
 	    longest_ns = before - resumed_ns;
@@ -66,6 +78,16 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	    return;
 	}
 	++signals;
+	if (read_first) {
+	    struct perfctr_sum_ctrs sum;
+
+	    if (hwperfd_vperfctr_read_page(vperfctr, &sum) == 0)
+		++page_reads;
+	    else
+		vperfctr_read_ctrs(vperfctr, &sum);
+	    if ((long long)sum.pmc[0] != signals * period)
+		++misread;
+	}
 	long long before = cpu_ns();
 	if (before - resumed_ns > longest_ns)
 	    longest_ns = before - resumed_ns;
@@ -139,6 +161,7 @@ int main(int argc, char **argv)
     if (argc < 4)
 	return 2;
     use_cpc = strcmp(argv[1], "cpc") == 0;
+    read_first = getenv("TIMED_READ") != NULL && strcmp(getenv("TIMED_READ"), "1") == 0;
     period = atoll(argv[2]);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (strcmp(argv[3], "burn") == 0 && (argc == 5 || argc == 6)) {
@@ -166,8 +189,9 @@ int main(int argc, char **argv)
 	    vperfctr_stop(vperfctr);
 	    total = counted();
 	}
-	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld setup_ns=%lld longest_ns=%lld\n",
-	       (long)signals, total, cpu_ns() - begin, (long)foreign, restart_ns, setup_ns, longest_ns);
+	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld setup_ns=%lld longest_ns=%lld"
+	       " misread=%ld page_reads=%ld\n", (long)signals, total, cpu_ns() - begin, (long)foreign, restart_ns,
+	       setup_ns, longest_ns, (long)misread, (long)page_reads);
 	return 0;
     }
     if (strcmp(argv[3], "wait") == 0) {
