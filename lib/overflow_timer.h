@@ -34,14 +34,13 @@
  * fallback where perf is not allowed.  An event that may not count kernel
  * time (perf_event_paranoid 2, no CAP_PERFMON) drops a ring that lands in
  * the kernel and rings a period later (half the rings of a thread that
- * spends half its time in system calls: a quarter of them for a loop that
- * reads its CPU clock every us, measured), so it rings at half of what is
+ * spends half its time in system calls), so it rings at half of what is
  * left and at least every OVF_STEP_NS: a dropped ring costs that much, and
  * the rings cost the thread a few us each.  Near the instant it is armed
  * only for a thread that slept (below), and its first ring says the thread
  * runs again, which the monotonic timer then times: it rings after
  * OVF_WAKE_NS, so that a ring or two dropped cost that much, not OVF_STEP_NS
- * each (a thread woken 5 ms before its overflow was seen 1-6 ms late).
+ * each.
  *
  * The monotonic timer is set OVF_LEAD_NS short, the usual lag of its
  * signal, but never sooner than OVF_MIN_NS: with a period shorter than the

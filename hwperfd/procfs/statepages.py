@@ -370,13 +370,15 @@ class StatePages:
                 self.retire(page.pid, page.source)
 
     @staticmethod
-    def _ended(page: _Page) -> bool:
-        """Whether the page's context is gone, another process's now, or no
-        longer counts (exited, released)."""
+    def _gone(page: _Page) -> bool:
+        """Whether the page's context is gone, or another process's now."""
         identity = page.source.identity(page.pid)
-        if identity is None or (identity[0] and page.start and identity[0] != page.start):
-            return True
-        return not page.source.is_counting(page.pid)
+        return identity is None or bool(identity[0] and page.start and identity[0] != page.start)
+
+    def _ended(self, page: _Page) -> bool:
+        """Gone, or no longer counting (exited, released): what a write of
+        the page would retire it for."""
+        return self._gone(page) or not page.source.is_counting(page.pid)
 
     def refresh(self) -> None:
         """The real clock's pace: pages of processes that used CPU time since
@@ -391,8 +393,7 @@ class StatePages:
     def _publish(self, page: _Page, resplit: bool = False) -> None:
         pid, source = page.pid, page.source
         page.stale = False
-        identity = source.identity(pid)
-        if identity is None or (identity[0] and page.start and identity[0] != page.start):
+        if self._gone(page):
             self.retire(pid, source)
             return
         # Readers wait from before the catch-up reads the process's clock: one
