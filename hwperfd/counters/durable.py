@@ -114,6 +114,7 @@ def _fingerprint(record: _ProcessRecord | None, profile: WorkloadProfile | None)
         record.profiling,
         record.suspended,
         record.cpu,
+        record.made_by_pid,
         id(profile),
     )
 
@@ -405,8 +406,7 @@ class DurableSetup:
                 record.start = now or 0
             if same and not record.exited:
                 self.kernel.time.resume_line(rec.pid, record.seen)
-            self.kernel._procs[rec.pid] = record
-            self.kernel._note_armed(rec.pid, record.block.request, record.profiling)
+            self.kernel.put_back(record)
         if profile is not None and same:
             self.kernel._profiles[rec.pid] = profile
         return 1
@@ -426,7 +426,7 @@ class DurableSetup:
         if holder is not None:
             log.warning("system mode not restored: the hardware is taken by %s", holder)
             return False
-        kernel._system = system
+        kernel.put_back_system(system)
         return True
 
     @staticmethod

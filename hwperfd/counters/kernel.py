@@ -223,6 +223,13 @@ class _ProcessRecord:
     # records on this signal, instead of hwp_ovflw_sig (0: not profiling).
     profiling: int = 0
     suspended: bool = False  # HWPERF_PROF_CTR_SUSP: counting stopped until HWPERF_PROF_CTR_CONT
+    # The call that set these counters up as they stand ("enable", "profile",
+    # "control"; "" for none) and its caller's pid (the thread's, as FUSE
+    # names it): a call the old daemon wrote and died before answering is
+    # repeated on the new one, which answers it as the old would have
+    # (``_repeated``).
+    made_by: str = ""
+    made_by_pid: int = 0
 
     def own_counts(self) -> tuple[int, ...]:
         """Counts less everything folded in from descendants (each listed with its own)."""
@@ -284,6 +291,11 @@ def may_access(caller: Caller, target: Task) -> bool:
     return ptrace_readable(caller.uid, caller.gid, target) and caller.pgid == target.pgid
 
 
+def holder_of(caller: Caller) -> tuple[int, int]:
+    """Who holds system mode: the syssgi caller, pid and start."""
+    return caller.pid, caller.start
+
+
 def owner_of(caller: Caller) -> tuple[int, int] | None:
     return None if caller.root else (caller.uid, caller.gid)
 
@@ -328,6 +340,11 @@ class CounterKernel:
         self.host_cpus = os.cpu_count() or 1  # a process's CPU time runs this much faster than the wall at most
         self._profiles: dict[int, WorkloadProfile] = {}
         self._system: _SystemRecord | None = None
+        # Records a restart put back that no call of the process that set
+        # them up has reached since: its first may repeat the call the old
+        # daemon wrote but did not answer (``_repeated``).  And system mode's.
+        self._put_back: set[int] = set()
+        self._system_put_back = False
         # The clock is the host's (real): a process's library may time its
         # own overflows (overflow_left); on the manual clock they follow the advance.
         self.host_time = False
@@ -353,6 +370,9 @@ class CounterKernel:
         if restore is not None:
             restore.validate(request)
         self._check_access(caller, target)
+        repeated = self._repeated(caller, target, "enable", request)
+        if repeated is not None:
+            return repeated
         if self._system is not None:
             raise CountersBusy("the counters are in use in system mode")
         record, seen, generation = self._fresh_start(target)
@@ -366,13 +386,15 @@ class CounterKernel:
                     )
                 generation = restore.generation
             block.start_from(restore.counts)
-        self._count(target, block, generation, seen, start_of(target), owner_of(caller))
+        self._count(target, block, generation, seen, start_of(target), owner_of(caller), made=("enable", caller.pid))
         return generation
 
     def read(self, caller: Caller, target: Task) -> tuple[int, tuple[int, ...]]:
         """PIOCGETEVCTRS: the 64-bit virtual counters and the generation."""
         self._check_access(caller, target)
         record = self._record(target)
+        if self._put_back:
+            self._repeated(caller, target, "", None)
         self._catch_up(record)
         return record.generation, tuple(record.block.counts)
 
@@ -381,6 +403,8 @@ class CounterKernel:
         ESRCH if it never used them, EINVAL if they are released or lost."""
         self._check_access(caller, target)
         record = self._record(target)
+        if self._put_back:
+            self._repeated(caller, target, "", None)
         if record.state is not State.ENABLED:
             raise self._not_in_use(target.pid)
         return record.generation, record.block.request
@@ -402,8 +426,11 @@ class CounterKernel:
         request.validate(self.cpus, root=caller.root)
         self._check_access(caller, target)
         record = self._record(target)
+        repeated = self._repeated(caller, target, "control", request)
+        if repeated is not None:
+            return repeated
         if self._restartable(record):
-            return self._restart(record, target, request)
+            return self._restart(record, target, request, caller.pid)
         if record.state is not State.ENABLED:
             raise self._not_in_use(target.pid)
         if record.generation > INT_MAX - 2:
@@ -411,8 +438,12 @@ class CounterKernel:
         self._end_signals(record, request.signal)
         self._catch_up(record)
         owner = record.owner if record.owner is None else owner_of(caller)
-        self._count(target, ControlBlock(request), record.generation + 2, record.seen, record.start, owner, record.comm)
-        return record.generation + 2
+        generation = record.generation + 2
+        self._count(
+            target, ControlBlock(request), generation, record.seen, record.start, owner, record.comm,
+            made=("control", caller.pid),
+        )  # fmt: skip
+        return generation
 
     def release(self, caller: Caller, target: Task) -> None:
         """PIOCRELEVCTRS: stop counting; the counts stay readable while the process lives.
@@ -422,6 +453,8 @@ class CounterKernel:
         """
         self._check_access(caller, target)
         record = self._current(target)
+        if self._put_back:
+            self._repeated(caller, target, "", None)
         if record is not None and self._restartable(record):
             return
         if record is None or record.state is State.RELEASED:
@@ -470,12 +503,18 @@ class CounterKernel:
         if not MIN_TICK_SIGNAL <= tick_signal <= MAX_TICK_SIGNAL:
             raise InvalidRequest(f"profiling ticks come on a real-time signal ({MIN_TICK_SIGNAL}..{MAX_TICK_SIGNAL})")
         self._check_access(caller, target)
+        repeated = self._repeated(caller, target, "profile", request, tick_signal)
+        if repeated is not None:
+            return repeated
         if self._system is not None:
             raise CountersBusy("the counters are in use in system mode")
         record, seen, generation = self._fresh_start(target)
         comm = record.comm if record else ""
         block = ControlBlock(request)
-        self._count(target, block, generation, seen, start_of(target), owner_of(caller), comm, tick_signal)
+        self._count(
+            target, block, generation, seen, start_of(target), owner_of(caller), comm, tick_signal,
+            made=("profile", caller.pid),
+        )  # fmt: skip
         return generation
 
     def disable_profiling(self, caller: Caller, target: Task) -> None:
@@ -859,13 +898,23 @@ class CounterKernel:
         request.validate(self.cpus, root=True)
         if not request.kernel_mode:
             raise InvalidRequest("system mode needs at least one event counted in kernel mode")
-        if self._system is not None:
+        system = self._system
+        holder = None if system is None else (system.signal_to, system.signal_start)
+        if self._system_put_back and holder == holder_of(caller):
+            assert system is not None
+            # As for a process's own counters (``_repeated``): the holder's
+            # first call after a restart may repeat the one the old daemon
+            # wrote and died before answering.
+            self._system_put_back = False
+            if system.request == request:
+                return system.generation
+        if system is not None:
             raise CountersBusy("the counters are already in use in system mode")
         generation = self._acquire_system(request)
         # r10k_counters(5): hwp_ovflw_sig is "what signal the user program would
         # like to receive": the program that made the syssgi call.
         assert self._system is not None
-        self._system.signal_to, self._system.signal_start = caller.pid, caller.start
+        self._system.signal_to, self._system.signal_start = holder_of(caller)
         return generation
 
     def read_system(self) -> tuple[int, tuple[int, ...]]:
@@ -1188,7 +1237,7 @@ class CounterKernel:
         system mode, not a parent that only asked for its children's counts)."""
         return record.state is State.RELEASED and bool(record.block.request.in_use)
 
-    def _restart(self, record: _ProcessRecord, target: Task, request: CounterRequest) -> int:
+    def _restart(self, record: _ProcessRecord, target: Task, request: CounterRequest, by: int) -> int:
         """Count again after a release: every slot from zero, as a fresh
         PIOCENEVCTRS would, under a generation above every earlier one."""
         if self._system is not None:
@@ -1198,8 +1247,53 @@ class CounterKernel:
             raise NoSuchProcess(f"pid {target.pid} is gone")
         generation = record.generation + 1
         start = record.start or start_of(target)
-        self._count(target, ControlBlock(request), generation, seen, start, record.owner, record.comm)
+        self._count(
+            target, ControlBlock(request), generation, seen, start, record.owner, record.comm, made=("control", by)
+        )
         return generation
+
+    def put_back(self, record: _ProcessRecord) -> None:
+        """A record a restart found in the store counts again here."""
+        self._procs[record.pid] = record
+        self._note_armed(record.pid, record.block.request, record.profiling)
+        if record.made_by_pid:
+            self._put_back.add(record.pid)
+
+    def put_back_system(self, system: _SystemRecord) -> None:
+        self._system = system
+        self._system_put_back = True
+
+    def _repeated(
+        self, caller: Caller, target: Task, how: str, request: CounterRequest | None, profiling: int = 0
+    ) -> int | None:
+        """The answer the old daemon owed, if this call repeats the one that
+        set ``target``'s counters up as a restart found them; else None.
+
+        A call in flight when the daemon died is repeated on the next one by
+        our libraries and the hwperfd-run shim (lib/reconnect.h).  If the
+        old daemon had written its change, the repeat finds it done:
+        PIOCENEVCTRS would answer EBUSY and PIOCSETEVCTRL would restart the
+        counts two generations further.  So the first call of the caller
+        that made that change, after a restart, answers the old daemon's
+        answer when it is the same call with the same request; any other
+        first call (a read included) ends the chance, and later ones are
+        answered as usual.  A program that repeats its own enable on purpose
+        just after a restart gets its generation, not EBUSY: the one case
+        the two cannot be told apart (docs/restart.md)."""
+        if target.pid not in self._put_back:
+            return None
+        record = self._procs.get(target.pid)
+        if record is None or record.made_by_pid != caller.pid:
+            return None
+        self._put_back.discard(target.pid)
+        if (
+            how == record.made_by
+            and record.state is State.ENABLED
+            and record.block.request == request
+            and record.profiling == profiling
+        ):
+            return record.generation
+        return None
 
     def _count(
         self,
@@ -1211,9 +1305,12 @@ class CounterKernel:
         owner: tuple[int, int] | None,
         comm: str = "",
         profiling: int = 0,
+        made: tuple[str, int] = ("", 0),
     ) -> None:
         """``target`` counts under ``block`` from its CPU time ``seen`` on; the
-        children it waits for count from Linux's total for them now."""
+        children it waits for count from Linux's total for them now; ``made``
+        names the call that set it up and its caller."""
+        self._put_back.discard(target.pid)
         self._procs[target.pid] = _ProcessRecord(
             target.pid,
             block,
@@ -1226,6 +1323,8 @@ class CounterKernel:
             children_base=getattr(target, "children_ns", (0, 0)),
             comm=comm,
             profiling=profiling,
+            made_by=made[0],
+            made_by_pid=made[1],
         )
         self._note_armed(target.pid, block.request, profiling)
         trace.active.programmed(target.pid, self._procs[target.pid].cpu, generation, block, self.cpus.type)

@@ -8,6 +8,7 @@ as ``systemctl restart``) and starts another on the same mount point.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -21,22 +22,27 @@ import pytest
 
 from hwperfd.client import ProcessCounters, user
 from hwperfd.host import processes
-from tests.conftest import NOBODY, ROOT, Mount, start_hwperfd, stop_hwperfd
+from tests.conftest import NOBODY, ROOT, Mount, start_hwperfd, state_dir, stop_hwperfd
 
 HERE = Path(__file__).resolve().parent
 MHZ = 195  # the R10000's default
 TIMEOUT = 30.0
 
 
-@pytest.fixture(scope="session")
-def irix_restart(shared_tmp) -> Path:
-    target = shared_tmp / "irix_restart"
+def build_irix(shared_tmp: Path, name: str) -> Path:
+    """tests/restart/NAME.c, an IRIX program of /proc ioctls (the shim sends them to the mount)."""
+    target = shared_tmp / name
     subprocess.run(
         ["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", "-o", str(target),
-         str(HERE / "irix_restart.c")],
+         str(HERE / f"{name}.c")],
         check=True,
     )  # fmt: skip
     return target
+
+
+@pytest.fixture(scope="session")
+def irix_restart(shared_tmp) -> Path:
+    return build_irix(shared_tmp, "irix_restart")
 
 
 class Restartable:
@@ -194,10 +200,9 @@ def _store(mount: Mount) -> Path:
     taken into the database first (as the next daemon's start does), so that
     a test may change a record in it."""
     from hwperfd.counters.store import SetupStore
-    from hwperfd.procfs.statepages import DEFAULT_DIR
     from hwperfd.service import store_name
 
-    path = Path(DEFAULT_DIR) / store_name(str(mount.path))
+    path = state_dir() / store_name(str(mount.path))
     SetupStore(str(path)).close()
     return path
 
@@ -310,6 +315,56 @@ def test_programs_of_two_users_see_no_error_across_repeated_kills(daemon, irix_r
         assert p.wait(timeout=TIMEOUT) == 0
         assert final_gen == generation
         assert_user_cycles(cycles, user_ns, system_ns)
+
+
+@pytest.fixture(scope="session")
+def irix_calls(shared_tmp) -> Path:
+    return build_irix(shared_tmp, "irix_calls")
+
+
+def ask(program: subprocess.Popen, word: str) -> str:
+    """One call of irix_calls: "ok GEN" or "error ERRNO"."""
+    assert program.stdin is not None
+    program.stdin.write(word + "\n")
+    program.stdin.flush()
+    ready, _, _ = select.select([program.stdout], [], [], TIMEOUT)
+    assert ready and program.stdout is not None, f"no answer to {word} in {TIMEOUT} s"
+    return program.stdout.readline().strip()
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
+def test_a_set_up_call_repeated_as_the_first_after_a_restart_is_answered_as_the_first_was(
+    daemon, irix_calls, nobody
+):
+    """A call the old daemon wrote and died before answering comes again to
+    the new one: the shim repeats it on ENOTCONN (lib/reconnect.h).  The new
+    daemon cannot tell it from the same call made again after an answer, so
+    the test makes it so: the caller's first call after a restart, the same
+    enable or control change it made last, answers the generation it did
+    (not EBUSY, not a control change two generations further); any later
+    one, or another first call, is answered as usual."""
+    d = daemon()
+    program = subprocess.Popen(
+        NOBODY + [str(irix_calls)] if nobody else [str(irix_calls)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=d.mount.env(),
+    )  # fmt: skip
+    line(program, "ready")
+    assert ask(program, "enable") == "ok 1"
+    d.restart()
+    assert ask(program, "enable") == "ok 1"
+    assert ask(program, "enable") == f"error {errno.EBUSY}"  # the chance went with its first call
+    assert ask(program, "control") == "ok 3"
+    d.restart(signal.SIGTERM)
+    assert ask(program, "control") == "ok 3"
+    assert ask(program, "control") == "ok 5"
+    d.restart()
+    assert ask(program, "read") == "ok 5"
+    assert ask(program, "enable") == f"error {errno.EBUSY}"  # a read came first
+    assert ask(program, "release") == "ok 0"
+    d.restart()
+    assert ask(program, "enable") == "ok 6"  # released: a new enable
+    program.stdin.close()
+    assert program.wait(timeout=TIMEOUT) == 0
 
 
 FAMILY = """
