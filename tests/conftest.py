@@ -48,6 +48,22 @@ def preload_shim() -> Path:
     return _SHIM[0]
 
 
+_STATE: list[Path] = []
+
+
+def state_dir() -> Path:
+    """Where the suite's daemons keep their set-up stores and state pages
+    unless a test names its own: not /run/hwperfd-state, where a killed
+    daemon's store would stay for a next daemon on its mount that never
+    comes (a test's mount point lives as long as the run), a megabyte each."""
+    if not _STATE:
+        folder = Path(tempfile.mkdtemp(prefix="hwperfd-state-tests-"))
+        os.chmod(folder, 0o711)  # as the unit's RuntimeDirectory: clients reach their pages
+        atexit.register(shutil.rmtree, folder, True)
+        _STATE.append(folder)
+    return _STATE[0]
+
+
 @dataclass
 class Mount:
     path: Path
@@ -70,6 +86,8 @@ class Mount:
 def start_hwperfd(mountpoint: Path, log: Path, *args: str, wait: float = 15) -> Mount:
     if not is_mounted(mountpoint):  # a stale mount is the daemon's to clear
         mountpoint.mkdir(parents=True, exist_ok=True)
+    if "--state-dir" not in args:
+        args = (*args, "--state-dir", str(state_dir()))
     out = open(log, "w")
     process = subprocess.Popen(
         [*DAEMON_NICE, sys.executable, "-m", "hwperfd", *args, str(mountpoint)],
