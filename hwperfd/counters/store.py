@@ -170,6 +170,7 @@ class SetupStore:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=OFF")
+        self._db.execute("PRAGMA cache_size=-512")
         self._db.execute(_SCHEMA)
         self._db.execute(_META)
         if "parent" not in {row[1] for row in self._db.execute("PRAGMA table_info(setup)")}:
@@ -306,34 +307,49 @@ class SetupStore:
         each record once) and begin a new journal."""
         if not self._unflushed:
             return
-        rows, gone = [], []
-        loaded: dict[int, Any] = {}
-        for (kind, key), where in self._unflushed.items():
-            if where is None:
-                gone.append((kind, key))
-            else:
-                payload, i = where
-                items = loaded.get(id(payload))
-                if items is None:
-                    items = loaded[id(payload)] = marshal.loads(payload)
-                try:
-                    rows.append(_row(*items[i]))
-                except (ValueError, TypeError) as exc:  # a value the codec could pack but not store
-                    log.warning("set-up record %s/%s refused: %s", kind, key, exc)
-                    self.refused += 1
-        self._commit(rows, gone, self._epoch)
+        gone = [kind_key for kind_key, where in self._unflushed.items() if where is None]
+        self._commit(self._rows(), gone, self._epoch)
         self._unflushed.clear()
         self._epoch = self._begin(self._epoch + 1)
         self._end = _HEADER.size
 
-    def _commit(self, rows: list[tuple[Any, ...]], gone: list[tuple[str, str]], epoch: int | None = None) -> None:
+    def _rows(self) -> Iterator[tuple[Any, ...]]:
+        """The rows of what the journal holds, made one at a time as SQLite
+        takes them: a flush of thousands of records (a batch of processes
+        set up within the flush's delay) holds one record's forms at a time,
+        not all of them, so its peak does not stay on as the daemon's RSS."""
+        loaded: dict[int, Any] = {}  # entries of several records (a start's), read once
+        last: tuple[bytes | None, Any] = (None, None)
+        for (kind, key), where in self._unflushed.items():
+            if where is None:
+                continue
+            payload, i = where
+            if payload is last[0]:
+                items = last[1]
+            else:
+                items = loaded.get(id(payload))
+                if items is None:
+                    items = marshal.loads(payload)
+                    if len(items) > 1:
+                        loaded[id(payload)] = items
+                last = (payload, items)
+            try:
+                row = _row(*items[i])
+            except (ValueError, TypeError) as exc:  # a value the codec could pack but not store
+                log.warning("set-up record %s/%s refused: %s", kind, key, exc)
+                self.refused += 1
+                continue
+            yield row
+
+    def _commit(
+        self, rows: Iterable[tuple[Any, ...]], gone: list[tuple[str, str]], epoch: int | None = None
+    ) -> None:
         db = self._db
         db.execute("BEGIN")
         try:
             if gone:
                 db.executemany(_DROP, gone)
-            if rows:
-                db.executemany(_PUT, rows)
+            db.executemany(_PUT, rows)
             if epoch is not None:
                 db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('epoch', ?)", (epoch,))
         except BaseException:
