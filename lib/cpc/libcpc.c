@@ -909,6 +909,8 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 {
 	struct hwperfd_cpc_io io;
 	unsigned gen;
+	enum cs_state old_state;
+	pid_t old_thr;
 
 	/* EINVAL: "the set was not created with this cpc handle" (ERRORS) */
 	if (!CPC_SET_VALID_FLAGS(flags) || !set_valid(cpc, set) || set->nreqs <= 0) {
@@ -921,14 +923,30 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags)
 	ovf_timed(&io);
 	ovf_hold();
 	gen = ovf_self.gen;
-	if (cpc_call(cpc, cpc->fd, HWPERFD_CPCIO_BIND, &io, "cpc_bind_curlwp") < 0)
-		return -1;
-	ovf_took(cpc->fd, gen, &io);
-	if (set->state == CS_UNBOUND)
-		__sync_fetch_and_add(&bound_sets, 1);
+	/*
+	 * The set is bound, as the program's handler sees it, before the call:
+	 * a set preset a few events short of its overflow overflows as the
+	 * call returns, and its SIGEMT can come before cpc_bind_curlwp does.
+	 * Bound only after, the carrier found no bound set and was dropped
+	 * (the set then stayed frozen for good), or the handler's
+	 * cpc_set_sample answered EINVAL.  Until the call answers, samples ask
+	 * the daemon (no page yet).  A refused bind puts the set back.
+	 */
+	old_state = set->state;
+	old_thr = set->thr;
+	hwperfd_state_close(&set->page);
 	set->thr = self_tid();
 	set->state = CS_BOUND_CURLWP;
-	hwperfd_state_close(&set->page);
+	if (old_state == CS_UNBOUND)
+		__sync_fetch_and_add(&bound_sets, 1);
+	if (cpc_call(cpc, cpc->fd, HWPERFD_CPCIO_BIND, &io, "cpc_bind_curlwp") < 0) {
+		if (old_state == CS_UNBOUND)
+			__sync_fetch_and_sub(&bound_sets, 1);
+		set->state = old_state;
+		set->thr = old_thr;
+		return -1;
+	}
+	ovf_took(cpc->fd, gen, &io);
 	map_page(cpc->fd, set);
 	return 0;
 }

@@ -49,6 +49,7 @@ def cpc_programs(shared_tmp) -> dict[str, Path]:
     builds = {
         "cpc_driver": (strict, ["cpc_driver.c"]),
         "lwp_threads": (strict, ["lwp_threads.c"]),
+        "bind_overflow": (strict, ["bind_overflow.c"]),
         "example1": (page, ["example1.c", "page_error.c"]),
         "example2": (page, ["example2.c", "page_error.c"]),
     }
