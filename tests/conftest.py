@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,61 @@ def stop_hwperfd(mount: Mount) -> int | None:
     if is_mounted(mount.path):
         subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], check=False)
     return mount.process.returncode
+
+
+def finish(proc: subprocess.Popen, input: str | None = None, timeout: float = 30.0) -> tuple[str, str]:
+    """``proc.communicate(input, timeout)`` for a process whose stdout the
+    test has already read lines from.  ``communicate`` reads the pipes'
+    descriptors directly, so whatever ``readline()`` pulled into the file
+    object's buffer past the line it returned is lost; this reads the file
+    objects themselves.  Returns (stdout, stderr), "" for a stream that is
+    not piped; on timeout kills the process and raises TimeoutExpired
+    (its output and stderr what could be read)."""
+    streams = {"out": proc.stdout, "err": proc.stderr}
+    got: dict[str, str] = {}
+    failed: list[BaseException] = []
+
+    def feed() -> None:
+        assert proc.stdin is not None
+        try:
+            if input:
+                proc.stdin.write(input)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it exited without reading: as communicate
+        except Exception as e:  # handed to the caller
+            failed.append(e)
+
+    def drain(name: str) -> None:
+        try:
+            got[name] = streams[name].read()
+        except Exception as e:  # handed to the caller
+            failed.append(e)
+
+    if input and proc.stdin is None:
+        raise ValueError("input given but the process's stdin is not a pipe")
+    threads = [threading.Thread(target=drain, args=(name,), daemon=True) for name, s in streams.items() if s]
+    if proc.stdin is not None:
+        threads.append(threading.Thread(target=feed, daemon=True))
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    try:
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired as e:
+        proc.kill()
+        proc.wait()
+        for t in threads:
+            t.join(1.0)  # what it wrote before it died, unless a descendant holds the pipe
+        e.output, e.stderr = got.get("out"), got.get("err")
+        raise
+    if failed:
+        raise failed[0]
+    return got.get("out", ""), got.get("err", "")
 
 
 @contextlib.contextmanager

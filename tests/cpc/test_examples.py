@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.conftest import NOBODY
+from tests.conftest import NOBODY, finish
 from tests.cpc.conftest import TIMEOUT, events
 
 US = 1000
@@ -73,7 +73,7 @@ def _example2(mount, program, event: str, advances: list[int]) -> tuple[str, str
             time.sleep(0.05)  # the signal follows the advance at once; let the handler print
         proc.stdin.write("\n")
         proc.stdin.flush()
-    rest, err = proc.communicate(timeout=TIMEOUT)
+    rest, err = finish(proc, timeout=TIMEOUT)
     assert proc.returncode == 0, err
     return "".join(out) + rest, err
 

@@ -17,7 +17,7 @@ import pytest
 from hwperfd.cpc.device import MAX_EXECS
 from hwperfd.cpc.tools import CallError, Cpc
 from structs import cpc as abi
-from tests.conftest import NOBODY
+from tests.conftest import NOBODY, finish
 from tests.cpc.conftest import TIMEOUT, events
 
 MS = 1_000_000
@@ -59,7 +59,7 @@ def test_cputrack_follows_a_command_to_its_exit_with_exact_totals(sparc):
     while sum(int(r.split()[3]) for r in rows) < ref:  # the tick rows until the advance shows
         rows.append(track.stdout.readline())
         assert re.fullmatch(r" *\d+\.\d{3}   1       tick +\d+ +\d+ \n", rows[-1]), rows[-1]
-    out, err = track.communicate("go\n", timeout=TIMEOUT)
+    out, err = finish(track, "go\n", timeout=TIMEOUT)
     assert track.returncode == 0, err
     rows += out.splitlines(keepends=True)
     assert rows[-1].split()[1:] == ["1", "exit", str(ref), str(hit)]
@@ -75,7 +75,7 @@ def test_cputrack_captures_a_running_process_with_sys_and_tick(sparc):
         assert track.stdout is not None
         assert track.stdout.readline() == "   time lwp      event      tick      pic0      pic1 \n"
         sparc.control(f"advance {target.pid} 1ms 1ms")
-        out, err = track.communicate(timeout=TIMEOUT)
+        out, err = finish(track, timeout=TIMEOUT)
         assert track.returncode == 0, err
         rows = [r.split() for r in out.splitlines()]
         assert len(rows) == 2 and all(r[1:3] == ["1", "tick"] for r in rows)
@@ -95,10 +95,10 @@ def test_cputrack_reports_forks_and_follows_them_with_f(sparc):
     assert track.stdout is not None
     assert track.stdout.readline() == "   time    pid lwp      event      pic0 \n"
     time.sleep(0.4)
-    out, err = track.communicate("\n", timeout=TIMEOUT)
+    out, err = finish(track, "\n", timeout=TIMEOUT)
     assert track.returncode == 0, err
     forks = [r for r in out.splitlines() if " fork " in r]
-    assert len(forks) == 1 and re.search(r" # \d+$", forks[0]), (out, err)
+    assert len(forks) == 1 and re.search(r" # \d+$", forks[0]), out.splitlines() + [err]
     sleeper = int(forks[0].rsplit("#", 1)[1])
     assert any(r.split()[1] == str(sleeper) and " exit " in r for r in out.splitlines())
 
@@ -124,7 +124,7 @@ def test_cpustat_samples_every_cpu_and_totals(sparc):
     assert stat.stdout is not None
     assert stat.stdout.readline() == STAT_TITLE + "\n"  # printed once every CPU is bound
     sparc.control("advance-cpu 0 1ms 1ms")
-    out, err = stat.communicate(timeout=TIMEOUT)
+    out, err = finish(stat, timeout=TIMEOUT)
     assert stat.returncode == 0, err
     rows = [r.split() for r in out.splitlines()]
     assert [(r[1], r[2]) for r in rows] == [("0", "tick"), ("1", "tick")] * 2 + [("2", "total")]
@@ -143,7 +143,7 @@ def test_cputrack_fails_while_cpustat_holds_the_counters(sparc):
                               capture_output=True, text=True, env=sparc.env(), timeout=TIMEOUT)  # fmt: skip
     finally:
         stat.send_signal(signal.SIGINT)
-        out, _ = stat.communicate(timeout=TIMEOUT)
+        out, _ = finish(stat, timeout=TIMEOUT)
     assert stat.returncode == 0 and out.splitlines()[-1].split()[1:3] == ["2", "total"]
     assert done.returncode == 1
     assert re.match(r" *\d+: init_lwp: can't bind perf counters to lwp1 - Resource temporarily unavailable\n",
@@ -164,7 +164,7 @@ def test_cpustat_counts_several_sets_in_turn(sparc):
     assert stat.stdout is not None
     assert stat.stdout.readline() == "   time cpu event      pic0 \n"
     sparc.control("advance-cpu 1 1ms 1ms")  # counted by the first set, user mode only
-    out, err = stat.communicate(timeout=TIMEOUT)
+    out, err = finish(stat, timeout=TIMEOUT)
     assert stat.returncode == 0, err
     rows = out.splitlines()
     assert [r.split("#")[1].strip() for r in rows] == ["Cycle_cnt"] * 2 + ["Instr_cnt,sys"] * 2 + [
@@ -227,7 +227,7 @@ def test_cputrack_e_reports_an_exec_it_never_saw_with_the_counts_at_the_exec(spa
         _until(lambda: _state(child) == "Z")  # not reaped: cputrack is stopped
     finally:
         track.send_signal(signal.SIGCONT)
-    out, err = track.communicate(timeout=TIMEOUT)
+    out, err = finish(track, timeout=TIMEOUT)
     assert track.returncode == 0, err
     rows = [r.split() for r in out.splitlines() if " tick " not in r]
     assert rows == [

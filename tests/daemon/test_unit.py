@@ -25,7 +25,7 @@ import time
 import pytest
 
 from hwperfd.client import ProcessCounters, user
-from tests.conftest import NOBODY, ROOT, Mount, is_mounted, run_as_nobody, stop_hwperfd
+from tests.conftest import NOBODY, ROOT, Mount, finish, is_mounted, run_as_nobody, stop_hwperfd
 
 UNIT = ROOT / "systemd" / "hwperfd.service"
 MAX_EXPOSURE = 5.0
@@ -170,7 +170,7 @@ def exercise(mount: Mount, nobody_python) -> None:
         # Its /proc/PID/io (mode 0400, ptrace-checked): Python read its modules.
         assert usage["pu_syscr"] > 0
         time.sleep(0.2)
-        out, _ = victim.communicate("done\n", timeout=10)
+        out, _ = finish(victim, "done\n", timeout=10)
         assert int(out) == 2
     finally:
         victim.kill()

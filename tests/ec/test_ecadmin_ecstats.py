@@ -15,6 +15,7 @@ import pytest
 
 from hwperfd.client import Control, ProcessCounters, spec
 from structs import HWPERF_CNTEN_K, HWPERF_CNTEN_U
+from tests.conftest import finish
 from tests.ec.conftest import CYCLES_PER_MS, absolute, values
 
 UK = HWPERF_CNTEN_U | HWPERF_CNTEN_K
@@ -57,7 +58,7 @@ def test_ecstats_rates_are_per_second_of_wall_time_over_each_interval(ec, manual
     title = proc.stdout.readline()  # printed once the first (baseline) sample is taken
     assert "rates per second" in title, title + proc.stderr.read()
     manual_mount.control("advance-cpu 0 5ms")  # within the first interval
-    out, err = proc.communicate(timeout=30)
+    out, err = finish(proc, timeout=30)
     assert proc.returncode == 0, err
     first, second = out.strip().split("\n\n")
     seconds = float(first.split("interval ")[1].split()[0])

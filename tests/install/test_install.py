@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, finish
 from tests.perfex.conftest import CYCLES_PER_MS, run_waiting
 
 PAGES = sorted(p for p in (ROOT / "man").iterdir() if p.suffix[1:].isdigit())
@@ -105,7 +105,7 @@ def test_irix_program_built_elsewhere_with_pkg_config_counts_on_the_mount(prefix
     try:
         assert proc.stdout.readline() == "counting\n", proc.stderr.read()
         manual_mount.control(f"advance {proc.pid} 10ms")
-        out, err = proc.communicate("go\n", timeout=30)
+        out, err = finish(proc, "go\n", timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

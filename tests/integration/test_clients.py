@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import NOBODY
+from tests.conftest import NOBODY, finish
 
 CYCLES_PER_MS = 200_000
 
@@ -24,7 +24,7 @@ def run_waiting(cmd, mount, advance: str, env=None):
         line = proc.stdout.readline()
         assert line.strip() == "counting", line + proc.stderr.read()
         mount.control(f"advance {proc.pid} {advance}")
-        out, err = proc.communicate("go\n", timeout=30)
+        out, err = finish(proc, "go\n", timeout=30)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
@@ -98,7 +98,7 @@ def test_unprivileged_python_client_counts_itself_and_gets_eperm_for_kernel_mode
         assert proc.stdout.readline().strip() == "kernel: EPERM"
         assert proc.stdout.readline().strip() == "counting"
         manual_mount.control(f"advance {proc.pid} 3ms")
-        out, err = proc.communicate("go\n", timeout=30)
+        out, err = finish(proc, "go\n", timeout=30)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
@@ -151,7 +151,7 @@ def test_checkpoint_restart_pattern_continues_counts_under_the_saved_generation(
             manual_mount.control(f"advance {int(line.split()[1])} {advance}")
             proc.stdin.write("go\n")
             proc.stdin.flush()
-        rest, err = proc.communicate(timeout=30)
+        rest, err = finish(proc, timeout=30)
     finally:
         proc.kill()
     assert proc.returncode == 0, err

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from hwperfd.client import Control, ProcessCounters, user
+from tests.conftest import finish
 from tests.waiting import wait_for
 
 CYCLES_PER_MS = 200_000
@@ -119,7 +120,7 @@ def run_r10k_example(mount, examples, meanwhile):
     try:
         assert proc.stdout.readline().strip() == "counting"
         meanwhile(proc.pid)
-        out, err = proc.communicate("go\n", timeout=30)
+        out, err = finish(proc, "go\n", timeout=30)
     finally:
         proc.kill()
     return proc.returncode, out, err

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import NOBODY, running_hwperfd
+from tests.conftest import NOBODY, finish, running_hwperfd
 
 R10K_CYCLES_PER_MS = 200_000  # manual_mount: R10000 at 200 MHz
 R12K_CYCLES_PER_MS = 300_000
@@ -31,7 +31,7 @@ def run_steps(cmd, mount, advances: list[str]) -> dict[str, str]:
             mount.control(f"advance {proc.pid} {advance}")
             proc.stdin.write("go\n")
             proc.stdin.flush()
-        out, err = proc.communicate(timeout=30)
+        out, err = finish(proc, timeout=30)
     finally:
         proc.kill()
     assert proc.returncode == 0, err

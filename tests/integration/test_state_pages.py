@@ -16,7 +16,7 @@ import pytest
 
 from hwperfd.client import Control, ProcessCounters, StatePage, user
 from hwperfd.host import processes
-from tests.conftest import NOBODY, ROOT, running_hwperfd, start_hwperfd, stop_hwperfd
+from tests.conftest import NOBODY, ROOT, finish, running_hwperfd, start_hwperfd, stop_hwperfd
 from tests.perfex.conftest import CYCLES_PER_MS
 import structs
 
@@ -320,7 +320,7 @@ def waiting(cmd, mount, tmp, advance_by="10ms"):
         pid = int(line.split()[1])
         advance(mount, advance_by, pid=pid)
         os.kill(pid, signal.SIGUSR1)
-        out, err = proc.communicate(timeout=30)
+        out, err = finish(proc, timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

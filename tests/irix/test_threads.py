@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import NOBODY
+from tests.conftest import NOBODY, finish
 from tests.irix.conftest import build
 
 MHZ = 200  # the session's manual mount: 1 ms = 200 000 cycles
@@ -165,7 +165,7 @@ def test_each_thread_counts_its_own_time_under_its_own_generation(manual_mount, 
         manual_mount.control(f"advance-thread {tids['thread0']} 10ms")
         manual_mount.control(f"advance-thread {tids['thread1']} 30ms")
         manual_mount.control(f"advance {pid} 5ms")
-        out, err = proc.communicate("go\ngo\n", timeout=30)
+        out, err = finish(proc, "go\ngo\n", timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

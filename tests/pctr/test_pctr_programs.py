@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from structs.pctr import PCTR_EN, PCTR_K, PCTR_U
-from tests.conftest import NOBODY, ROOT
+from tests.conftest import NOBODY, ROOT, finish
 
 MS = 1_000_000  # cycles in 1 ms at 1000 MHz
 
@@ -51,7 +51,7 @@ def test_read_set_read_counts_every_cycle_of_the_cpu_exactly(intel, pctr_program
     # Every process on the CPU counts: the manual clock says the CPU was
     # busy 2 ms in user and 1 ms in kernel mode.
     intel.control("advance-cpu 0 2ms 1ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     after = fields(out)
     assert after["hwc0"] == 3 * MS * 8 // 10
@@ -81,7 +81,7 @@ def test_p6_style_two_counter_setup(intel, pctr_programs):
     assert proc.stdout is not None
     assert proc.stdout.readline() == "ready\n"
     intel.control("advance-cpu 0 5ms 5ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     # L2_LD with all four MESI states counts every L1 data miss.
     assert out == f"cycles {10 * MS} instructions {10 * MS * 8 // 10} l2_loads {10 * MS // 100}\n"
@@ -92,7 +92,7 @@ def test_amd_four_counter_setup(amd, pctr_programs):
     assert proc.stdout is not None
     assert proc.stdout.readline() == "ready\n"
     amd.control("advance-cpu 0 2ms 1ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     expected = [3 * MS, 3 * MS * 8 // 10, 3 * MS // 100, 2 * MS * 6 // 1000]  # the last counts user mode only
     assert out.splitlines() == [f"ctr{i} {n} {n}" for i, n in enumerate(expected)]

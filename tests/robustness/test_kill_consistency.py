@@ -20,7 +20,7 @@ import time
 import pytest
 
 from hwperfd.client import Control, ProcessCounters, kernel, user
-from tests.conftest import is_mounted
+from tests.conftest import finish, is_mounted
 from tests.robustness.helpers import (
     HERE,
     Figures,
@@ -138,10 +138,9 @@ def test_killing_clients_mid_call_leaves_a_consistent_state(kill_mount):
             h.send_signal(signal.SIGUSR1)
         for h in hammers:
             try:
-                out, err = h.communicate(timeout=15)
-            except subprocess.TimeoutExpired:
-                h.kill()
-                out, err = h.communicate()
+                out, _ = finish(h, timeout=15)
+            except subprocess.TimeoutExpired as e:  # killed: what it wrote, and a crash
+                out = e.output or ""
             if h.returncode == 0 and out.strip():
                 report = json.loads(out.splitlines()[-1])
                 figures.calls += report["calls"]
@@ -310,7 +309,7 @@ def test_sigterm_with_files_open_and_calls_in_flight_unmounts_cleanly(shared_tmp
 
         # Every client finds the mount gone: an errno, no hang, no EIO.
         for h in hammers:
-            out, err = h.communicate(timeout=15)
+            out, err = finish(h, timeout=15)
             assert h.returncode == 0, err
             report = json.loads(out)
             figures.calls += report["calls"]
@@ -387,7 +386,7 @@ def test_sigterm_while_a_call_is_waiting_for_the_daemon(shared_tmp):
         mount.process.send_signal(signal.SIGTERM)
         mount.process.send_signal(signal.SIGCONT)
         assert mount.process.wait(timeout=15) == 0
-        out, err = hammer.communicate(timeout=15)
+        out, err = finish(hammer, timeout=15)
         assert hammer.returncode == 0, err
         assert not is_mounted(mount.path)
         assert "Traceback" not in mount.log_text()

@@ -28,6 +28,7 @@ import pytest
 
 import structs
 from hwperfd.client import Control, ProcessCounters, pack_request
+from tests.conftest import finish
 from tests.robustness.helpers import HERE, Figures, daemon_alive, own_mount, publish
 
 CLIENTS = 64
@@ -111,7 +112,7 @@ def test_64_concurrent_clients_count_exactly(stress_mount):
             c.stdin.flush()
         reports = []
         for c in clients:
-            out, err = c.communicate(timeout=60)
+            out, err = finish(c, timeout=60)
             assert c.returncode == 0, err
             reports.append(json.loads(out))
     finally:

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from hwperfd.client import Control, ProcessCounters
-from tests.conftest import NOBODY
+from tests.conftest import NOBODY, finish
 from tests.security.conftest import root_python
 from tests.waiting import process_state, wait_for
 
@@ -69,7 +69,7 @@ def victim_report(victim: subprocess.Popen) -> dict:
     assert victim.stdout.readline() == "ready\n"
     victim.stdin.write("go\n")
     victim.stdin.flush()
-    out, _ = victim.communicate(timeout=30)
+    out, _ = finish(victim, timeout=30)
     return json.loads(out)
 
 
