@@ -773,6 +773,7 @@ class Daemon:
         if self.durable is not None and self.durable.pending:
             self._put_back((pid, target) if 0 < target < MAX_PID_INODE else (pid,))
         self._answering = self.durable is not None
+        self.threads.begin_call()
         try:
             reply = self.fs.ioctl(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
             if self.kernel.thread_version != self._thread_version:
@@ -784,10 +785,13 @@ class Daemon:
             raise
         finally:
             self._answering = False
-            if self.durable is not None:
-                self._record_setup(
-                    (pid, target) if 0 < target < MAX_PID_INODE else (pid,), nodes=ino in self.fs.nodes
-                )
+            try:
+                if self.durable is not None:
+                    self._record_setup(
+                        (pid, target) if 0 < target < MAX_PID_INODE else (pid,), nodes=ino in self.fs.nodes
+                    )
+            finally:
+                self.threads.end_call()
 
     def _record_setup(self, pids: Iterable[int] = (), *, all_pids: bool = False, nodes: bool = True) -> None:
         """Write the set-up of ``pids`` (and of every pid let go or changed

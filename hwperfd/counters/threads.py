@@ -215,6 +215,9 @@ class ThreadTable:
         self._profile = profile
         self._start_of = start_of
         self._running_start = running_start
+        # Within one request (``begin_call``): tid -> the start already read
+        # for it.  None outside a request: every ``get`` reads it.
+        self._checked: dict[int, int] | None = None
         self.per_user = per_user
         self._hooks: dict[str, _Hooks] = {}
         self._books = _Bookkeeping()
@@ -305,10 +308,27 @@ class ThreadTable:
         ctx = self._books.by_tid.get(tid, {}).get(service)
         if ctx is None:
             return None
+        checked = self._checked
+        if checked is not None and checked.get(tid) == ctx.start:
+            return ctx
         if self._start_of(ctx.pid, tid) != ctx.start:
             self._end(ctx)
             return None
+        if checked is not None:
+            checked[tid] = ctx.start
         return ctx
+
+    def begin_call(self) -> None:
+        """A request begins: within it, a thread's identity is read once.
+        A call looks at its context several times (the call itself, then
+        the state page it writes: whether it counts, its identity, its
+        snapshot), each a /proc read of the thread's start, which for a
+        thread other than the caller is handed to a worker (procread); a
+        tid is not taken by a new thread within one request."""
+        self._checked = {}
+
+    def end_call(self) -> None:
+        self._checked = None
 
     def detach(self, service: str, tid: int) -> ThreadContext | None:
         ctx = self._books.by_tid.get(tid, {}).get(service)

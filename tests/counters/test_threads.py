@@ -105,6 +105,26 @@ def test_stopped_time_passes_uncounted(host, table):
     assert ctx.cpu.rdpmc(0) == MS and ctx.ran_ns == MS
 
 
+def test_within_one_call_a_threads_identity_is_read_once_and_outside_at_every_look(host, table):
+    host.spawn(10, 10)
+    host.spawn(10, 11)
+    reads: list[tuple[int, int]] = []
+    table._start_of = lambda pid, tid: reads.append((pid, tid)) or host.start_of(pid, tid)
+    ctx = table.attach("perfctr", 10, 11, owner=1000)
+    reads.clear()
+    table.begin_call()
+    assert table.get("perfctr", 11) is ctx and table.get("perfctr", 11) is ctx and table.get("perfctr", 11) is ctx
+    table.end_call()
+    assert reads == [(10, 11)]
+    table.get("perfctr", 11)
+    table.get("perfctr", 11)
+    assert len(reads) == 3
+    host.end(10, 11)  # between calls a tid can go, and come again as another thread
+    host.spawn(10, 11, start=2)
+    table.begin_call()
+    assert table.get("perfctr", 11) is None
+    table.end_call()
+
 def counted_10_ms_on_the_hosts_clock(host: FakeHost) -> tuple[ThreadTable, ThreadContext]:
     """A context on a real (host) clock that has counted 10 ms of cycles."""
     unit = WorkloadProfile.named("unit")
