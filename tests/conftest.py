@@ -13,8 +13,10 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -177,6 +179,45 @@ def finish(proc: subprocess.Popen, input: str | None = None, timeout: float = 30
     if failed:
         raise failed[0]
     return got.get("out", ""), got.get("err", "")
+
+
+class _PendingLine:
+    """One ``stream.readline()`` running in a daemon thread."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.done = threading.Event()
+        self.text = ""
+        self.error: BaseException | None = None
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        try:
+            self.text = stream.readline()
+        except BaseException as e:  # handed to the caller
+            self.error = e
+        finally:
+            self.done.set()
+
+
+_PENDING_LINES: weakref.WeakKeyDictionary[IO[str], _PendingLine] = weakref.WeakKeyDictionary()
+
+
+def read_line(stream: IO[str], timeout: float) -> str:
+    """``stream.readline()`` ("" at end of file), waited for at most
+    ``timeout`` seconds, else TimeoutError.  Not ``select`` on the
+    descriptor and then ``readline()``: select knows nothing of the text an
+    earlier readline() already pulled into the file object's buffer, so a
+    line written right after the previous one would wait there for the
+    whole timeout.  The read runs in a daemon thread; one that timed out
+    stays pending and the next call on the same stream takes its line, so
+    a test may time out on purpose and read the late answer after."""
+    pending = _PENDING_LINES.pop(stream, None) or _PendingLine(stream)
+    if not pending.done.wait(timeout):
+        _PENDING_LINES[stream] = pending
+        raise TimeoutError(f"no line within {timeout} s")
+    if pending.error is not None:
+        raise pending.error
+    return pending.text
 
 
 @contextlib.contextmanager

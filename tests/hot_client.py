@@ -6,12 +6,11 @@ would wait for it."""
 from __future__ import annotations
 
 import re
-import select
 import signal
 import subprocess
 from pathlib import Path
 
-from tests.conftest import NOBODY, ROOT
+from tests.conftest import NOBODY, ROOT, read_line
 
 
 def build(out: Path, source: Path, library: str) -> Path:
@@ -37,10 +36,10 @@ class Program:
 
     def line(self, timeout: float = 20.0) -> str:
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            raise TimeoutError("no answer")
-        return self.proc.stdout.readline().strip()
+        try:
+            return read_line(self.proc.stdout, timeout).strip()
+        except TimeoutError:
+            raise TimeoutError("no answer") from None
 
     def send(self, command: str) -> None:
         assert self.proc.stdin is not None

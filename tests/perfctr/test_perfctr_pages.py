@@ -13,6 +13,7 @@ import time
 import pytest
 
 from hwperfd.client import StatePage
+from tests.conftest import finish as read_rest
 from tests.conftest import run_as_nobody, running_hwperfd
 from tests.perfctr.test_perfctr_programs import MS, fields, start, until
 
@@ -24,7 +25,7 @@ def step(proc: subprocess.Popen, command: str, answer: str) -> str:
 
 
 def finish(proc: subprocess.Popen) -> None:
-    out, err = proc.communicate("", timeout=30)
+    out, err = read_rest(proc, "", timeout=30)  # until() may have buffered past its line
     assert proc.returncode == 0, out + err
 
 

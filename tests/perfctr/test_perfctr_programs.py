@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.conftest import NOBODY
+from tests.conftest import NOBODY, finish
 
 MS = 1_000_000
 
@@ -63,7 +63,7 @@ def test_self_monitoring_counts_exactly(intel, perfctr_programs, nobody):
     seen: list[str] = []
     ready = fields(until(proc, "ready", seen))
     intel.control(f"advance {ready['pid']} 2ms 1ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     out = "".join(seen) + out
     assert "cpu_type\t\t18 (Intel Core 2)" in out and "cpu_nrctrs\t\t5" in out
@@ -81,7 +81,7 @@ def test_self_runs_on_the_amd_model(amd, perfctr_programs):
     seen: list[str] = []
     ready = fields(until(proc, "ready", seen))
     amd.control(f"advance {ready['pid']} 1ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     out = "".join(seen) + out
     assert "(AMD K8)" in out
@@ -111,7 +111,7 @@ def test_overflow_signal_carries_si_pmc_ovf_and_iresume_continues(intel, perfctr
     proc.stdin.flush()
     second = fields(until(proc, "overflows", seen))
     assert second["overflows"] == 2 and second["pmc1"] == MS
-    out, err = proc.communicate("", timeout=30)
+    out, err = finish(proc, "", timeout=30)
     assert proc.returncode == 0, err
     out = "".join(seen) + out
     assert "unexpected" not in out and "not EPERM" not in out
@@ -122,7 +122,7 @@ def test_launcher_reads_the_childs_final_counts_through_the_passed_descriptor(in
     proc = start(intel, perfctr_programs["launcher"], "sh", "-c", "read x", nobody=nobody)
     child = fields(until(proc, "child"))["pid"]
     intel.control(f"advance {child} 2ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     assert fields(out.splitlines()[-1]) == {
         "exit": 0, "tsc": 2 * MS, "pmc0": 2 * MS * 8 // 10, "pmc1": 2 * MS, "evntsel0": 0x004100C0,
@@ -140,13 +140,13 @@ def test_global_sampling_counts_every_cpu(intel, perfctr_programs):
     cpu0, cpu1 = fields(until(proc, "cpu=0")), fields(until(proc, "cpu=1"))
     assert (cpu0["pmc0"], cpu0["tsc"]) == (2 * MS, 2 * MS)
     assert (cpu1["pmc0"], cpu1["tsc"]) == (3 * MS, 3 * MS)
-    out, err = proc.communicate("", timeout=30)
+    out, err = finish(proc, "", timeout=30)
     assert proc.returncode == 0, err
 
 
 def test_global_mode_as_nobody_is_refused_with_eperm(intel, perfctr_programs):
     proc = start(intel, perfctr_programs["global"], nobody=True)
-    out, err = proc.communicate("", timeout=30)
+    out, err = finish(proc, "", timeout=30)
     assert proc.returncode == 1
     assert "gperfctr_control: Operation not permitted" in err
 
@@ -158,7 +158,7 @@ def test_each_thread_counts_only_its_own_time(intel, perfctr_programs, nobody):
     main = fields(until(proc, "main"))["tid"]
     intel.control(f"advance-thread {worker} 3ms")
     intel.control(f"advance-thread {main} 1ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     lines = {line.split()[0]: fields(line) for line in out.splitlines()}
     assert lines["worker"] == {"tsc": 3 * MS, "pmc0": 3 * MS}
@@ -170,7 +170,7 @@ def test_rvperfctr_controls_and_reads_a_ptrace_stopped_process(intel, perfctr_pr
     proc = start(intel, perfctr_programs["remote"], nobody=nobody)
     child = fields(until(proc, "attached"))["pid"]
     intel.control(f"advance {child} 2ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     assert "not ESRCH" not in out
     assert fields(out.splitlines()[-1]) == {"tsc": 2 * MS, "pmc0": 2 * MS}
@@ -187,7 +187,7 @@ def test_cloexec_unlinks_the_state_at_exec(intel, perfctr_programs):
         assert time.monotonic() < deadline, "the exec never unlinked the perfctr"
         time.sleep(0.01)
     intel.control(f"advance {child} 2ms")
-    out, err = proc.communicate("\n", timeout=30)
+    out, err = finish(proc, "\n", timeout=30)
     assert proc.returncode == 0, err
     last = fields(out.splitlines()[-1])
     assert last["pmc0"] == last["pmc1"] == last["tsc"] == 0
@@ -196,7 +196,7 @@ def test_cloexec_unlinks_the_state_at_exec(intel, perfctr_programs):
 def test_launcher_under_the_real_clock_counts_the_childs_cpu_time(intel_real, perfctr_programs):
     loop = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
     proc = start(intel_real, perfctr_programs["launcher"], "sh", "-c", loop)
-    out, err = proc.communicate("", timeout=60)
+    out, err = finish(proc, "", timeout=60)
     assert proc.returncode == 0, err
     last = fields(out.splitlines()[-1])
     # the child's run time, in cycles at 1000 MHz: tens of milliseconds at least
@@ -213,7 +213,7 @@ def test_overflow_signals_under_the_real_clock_come_from_the_tick(intel_real, pe
     proc.stdin.flush()
     burnt = fields(until(proc, "burnt"))
     assert burnt == {"overflows": 3, "mask": 0b10}
-    out, err = proc.communicate("", timeout=60)
+    out, err = finish(proc, "", timeout=60)
     assert proc.returncode == 0, err
     assert "unexpected" not in out
 
@@ -226,7 +226,7 @@ def test_a_period_shorter_than_a_round_trip_signals_while_running_then_stops(int
     SIGIO's default action would kill the program then."""
     for _ in range(3):
         proc = start(intel_real, perfctr_programs["short_period"])
-        out, err = proc.communicate(timeout=60)
+        out, err = finish(proc, timeout=60)
         assert proc.returncode == 0, (out, err)
         result = fields(out)
         assert result["running"] >= 1 and result["unexpected"] == 0
@@ -240,7 +240,7 @@ def test_two_i_mode_periods_each_signal_at_their_own_and_their_sums_are_exact(in
     lost or extra counts are not).  Cycles at 1 000 MHz: 2 ms and 3 ms."""
     periods = (2 * MS, 3 * MS)
     proc = start(intel_real, perfctr_programs["short_period"], "burn", "200", *map(str, periods))
-    out, err = proc.communicate(timeout=120)
+    out, err = finish(proc, timeout=120)
     assert proc.returncode == 0, (out, err)
     r = fields(out)
     assert r["unexpected"] == 0 and r["ovf0"] >= 2 and r["ovf1"] >= 1
@@ -253,7 +253,7 @@ def test_a_thread_that_exits_keeps_its_last_run_in_its_counts_under_the_real_clo
     whole run after that comes from the kernel's exit accounting for the
     thread (taskstats), as /proc lets the thread go at its exit."""
     proc = start(intel_real, perfctr_programs["thread_exit"], "60")
-    out, err = proc.communicate("", timeout=60)
+    out, err = finish(proc, "", timeout=60)
     assert proc.returncode == 0, err
     result = fields(out.splitlines()[-1])
     # cycles at 1000 MHz are the thread's nanoseconds; the kernel's record ends
@@ -286,7 +286,7 @@ def test_user_mode_cycles_follow_the_threads_cpu_time_interval_by_interval(intel
     PAPI_library_init does: the split of the thread's time at the start must
     not be the split of the time it counts."""
     proc = start(intel_real, perfctr_programs["papi_intervals"], "6", "40", "60")
-    out, err = proc.communicate("", timeout=120)
+    out, err = finish(proc, "", timeout=120)
     assert proc.returncode == 0, err
     rows = [fields(line) for line in out.splitlines() if line.startswith("interval")]
     assert len(rows) == 6
@@ -328,7 +328,7 @@ def test_branch_events_count_their_own_outcomes_and_never_mirror_each_other(requ
         proc = start(mount, perfctr_programs["evntsels"], *selects)
         ready = fields(until(proc, "ready"))
         mount.control(f"advance {ready['pid']} 2ms")
-        out, err = proc.communicate("\n", timeout=30)
+        out, err = finish(proc, "\n", timeout=30)
         assert proc.returncode == 0, err
         counts = fields(next(line for line in out.splitlines() if line.startswith("counts")))
         assert counts == {f"pmc{i}": 2 * n for i, n in enumerate(per_ms)}, selects
@@ -344,7 +344,7 @@ def test_multiplexed_slices_add_up_to_the_cpu_time_and_each_counts_at_its_events
     within a tick, and each slice counts its event at the profile's
     rate (0.8 instructions, 0.11 branches a cycle)."""
     proc = start(intel_real, perfctr_programs["mpx_slices"], "10", "300")
-    out, err = proc.communicate("", timeout=120)
+    out, err = finish(proc, "", timeout=120)
     assert proc.returncode == 0, err
     row = fields(next(line for line in out.splitlines() if line.startswith("slices")))
     # 1000 MHz.  Cycles count user mode, at Linux's split of the thread's

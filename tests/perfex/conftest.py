@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, running_hwperfd
+from tests.conftest import ROOT, finish, running_hwperfd
 
 HERE = Path(__file__).resolve().parent
 CYCLES_PER_MS = 200_000
@@ -116,7 +116,7 @@ class PerfexRun:
     def finish(self, timeout: float = 30) -> tuple[int, str, str]:
         """(exit status, stdout, the rest of stderr)."""
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            out, err = finish(self.proc, timeout=timeout)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -182,7 +182,7 @@ def run_waiting(cmd, mount, advance="10ms", env=None, prefix=(), cwd=ROOT):
         pid = int(line.split()[1])
         mount.control(f"advance {pid} {advance}")
         os.kill(pid, signal.SIGUSR1)
-        out, err = proc.communicate(timeout=30)
+        out, err = finish(proc, timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import select
 import signal
 import sqlite3
 import subprocess
@@ -22,7 +21,7 @@ import pytest
 
 from hwperfd.client import ProcessCounters, user
 from hwperfd.host import processes
-from tests.conftest import NOBODY, ROOT, Mount, start_hwperfd, state_dir, stop_hwperfd
+from tests.conftest import NOBODY, ROOT, Mount, read_line, start_hwperfd, state_dir, stop_hwperfd
 
 HERE = Path(__file__).resolve().parent
 MHZ = 195  # the R10000's default
@@ -88,9 +87,10 @@ def daemon(shared_tmp, request):
 def line(proc: subprocess.Popen, prefix: str, timeout: float = TIMEOUT) -> list[str]:
     """The next line of ``proc``'s output, which must start with ``prefix``."""
     assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, f"no {prefix!r} line in {timeout} s"
-    text = proc.stdout.readline()
+    try:
+        text = read_line(proc.stdout, timeout)
+    except TimeoutError:
+        raise AssertionError(f"no {prefix!r} line in {timeout} s") from None
     assert text.startswith(prefix), text
     return text.split()[1:]
 
@@ -327,9 +327,11 @@ def ask(program: subprocess.Popen, word: str) -> str:
     assert program.stdin is not None
     program.stdin.write(word + "\n")
     program.stdin.flush()
-    ready, _, _ = select.select([program.stdout], [], [], TIMEOUT)
-    assert ready and program.stdout is not None, f"no answer to {word} in {TIMEOUT} s"
-    return program.stdout.readline().strip()
+    assert program.stdout is not None
+    try:
+        return read_line(program.stdout, TIMEOUT).strip()
+    except TimeoutError:
+        raise AssertionError(f"no answer to {word} in {TIMEOUT} s") from None
 
 
 @pytest.mark.parametrize("nobody", [False, True], ids=["root", "nobody"])
