@@ -1199,6 +1199,7 @@ class CounterKernel:
                     self._signal(Signal(target, system.signal_start, None, system.request.signal, overflows))
 
     def _acquire_system(self, request: CounterRequest) -> int:
+        self._system_put_back = False  # a new holder: no repeat of the old one's call
         # System mode is a system-wide user of the hardware: it takes the
         # reservation every personality shares (seed 002, perfctr_cpu_reserve).
         holder = self.cpus.reservation.reserve(SYSTEM_MODE_SERVICE)

@@ -131,3 +131,9 @@ def test_system_mode_repeated_by_its_holder_after_a_restart_gets_its_generation_
         kernel.enable_system(holder, CounterRequest.build({0: spec_word(1, HWPERF_CNTEN_K)}))
     with pytest.raises(CountersBusy):
         kernel.enable_system(holder, request)  # the chance went with its first call
+    kernel = restarted(tmp_path, kernel, ledger, [])
+    kernel.release_system(Caller(21, 0, 0, 21, START))
+    again = kernel.enable_system(holder, request)  # held anew: no longer the one put back
+    assert again > generation
+    with pytest.raises(CountersBusy):
+        kernel.enable_system(holder, request)
