@@ -32,7 +32,7 @@ EXL_SHARE = 10
 def mount(where: Path, *args: str) -> subprocess.Popen:
     where.mkdir(parents=True, exist_ok=True)
     log = open(where.parent / f"{where.name}.log", "w")
-    argv = [sys.executable, "-m", "hwperfd", *args, str(where)]
+    argv = [sys.executable, "-m", "hwperfd", *args, "--state-dir", f"{where}-state", str(where)]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + 15
     while not (where / "control").exists():

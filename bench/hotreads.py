@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         servers, mounts = [floor], {}
         for model in ("intel", "r10000"):
             mount = tmp / f"hwperfd-{model}"
-            argv_ = [sys.executable, "-m", "hwperfd", "--clock", "real", "--cpus", "2", "--cpu-type", model, str(mount)]
+            argv_ = [sys.executable, "-m", "hwperfd", "--clock", "real", "--cpus", "2", "--cpu-type", model,
+                     "--state-dir", f"{mount}-state", str(mount)]
             server = runner.start_server(
                 f"hwperfd {model}", argv_, mount, tmp / f"hwperfd-{model}.log", mount / "control", mount, enable=True
             )

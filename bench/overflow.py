@@ -97,7 +97,8 @@ def mount(tmp: Path, cpu_type: str = "intel", mhz: int = MHZ) -> tuple[subproces
     mnt.mkdir()
     log = open(tmp / "hwperfd.log", "a")
     daemon = subprocess.Popen([*DAEMON_NICE, sys.executable, "-m", "hwperfd", "--cpus", "2", "--cpu-type", cpu_type,
-                               "--mhz", str(mhz), str(mnt)], cwd=ROOT, stdout=log, stderr=log)  # fmt: skip
+                               "--mhz", str(mhz), "--state-dir", f"{mnt}-state", str(mnt)],
+                              cwd=ROOT, stdout=log, stderr=log)  # fmt: skip
     deadline = time.monotonic() + 60
     while not (mnt / "control").exists():
         if daemon.poll() is not None or time.monotonic() > deadline:

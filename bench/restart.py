@@ -54,7 +54,7 @@ def start(mount: Path, log: Path, *args: str, pin: str | None = None) -> subproc
         mount.mkdir(parents=True, exist_ok=True)
     except OSError:
         pass  # a killed daemon's mount, not yet unmounted (ENOTCONN): the new daemon clears it
-    argv = [sys.executable, "-m", "hwperfd", *args, str(mount)]
+    argv = [sys.executable, "-m", "hwperfd", *args, "--state-dir", f"{mount}-state", str(mount)]
     if pin is not None:
         argv = ["taskset", "-c", pin, *argv]
     proc = subprocess.Popen(argv, stdout=open(log, "a"), stderr=subprocess.STDOUT, cwd=ROOT)

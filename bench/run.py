@@ -217,7 +217,8 @@ def stop_server(server: Server) -> None:
 
 def start_hwperfd(tmp: Path, clock: str, cpus: int, tag: str = "") -> Server:
     mount = tmp / f"hwperfd-{clock}{tag}"
-    argv = [sys.executable, "-m", "hwperfd", "--clock", clock, "--cpus", str(cpus), str(mount)]
+    argv = [sys.executable, "-m", "hwperfd", "--clock", clock, "--cpus", str(cpus), "--state-dir", f"{mount}-state",
+            str(mount)]
     server = start_server(f"hwperfd, {clock} clock", argv, mount, tmp / f"hwperfd-{clock}{tag}.log",
                           mount / "control", mount, enable=True)
     server.gated, server.short = True, clock
@@ -376,7 +377,7 @@ def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
         for clock in args.clocks:
             mount = tmp / f"hwperfd-perfctr-{clock}"
             argv = [sys.executable, "-m", "hwperfd", "--clock", clock, "--cpus", str(args.cpus), "--cpu-type", "intel",
-                    str(mount)]
+                    "--state-dir", f"{mount}-state", str(mount)]
             server = start_server(f"hwperfd perfctr, {clock}", argv, mount, tmp / f"hwperfd-perfctr-{clock}.log",
                                   mount / "control", mount, enable=False)
             stack.callback(stop_server, server)

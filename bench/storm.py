@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     mount.mkdir()
     client = build_client(folder / "storm_client")
     log = open(folder / "hwperfd.log", "w")
-    daemon = subprocess.Popen([sys.executable, "-m", "hwperfd", "--clock", "real", str(mount)],
+    daemon = subprocess.Popen([sys.executable, "-m", "hwperfd", "--clock", "real", "--state-dir", f"{mount}-state",
+                               str(mount)],
                               stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # fmt: skip
     ok = True
     try:
