@@ -686,6 +686,7 @@ class CounterKernel:
     def forget(self, pid: int) -> None:
         """Free the state of a process that is gone."""
         self._procs.pop(pid, None)
+        self._put_back.discard(pid)
         if self._thread_of.pop(pid, None) is not None:
             self.thread_version += 1
         self._armed.pop(pid, None)  # signalling() runs only on the real clock's tick
@@ -1283,13 +1284,14 @@ class CounterKernel:
         the two cannot be told apart (docs/restart.md)."""
         if target.pid not in self._put_back:
             return None
-        record = self._procs.get(target.pid)
+        record = self._current(target)  # a later process at the pid repeats nothing
         if record is None or record.made_by_pid != caller.pid:
             return None
         self._put_back.discard(target.pid)
         if (
             how == record.made_by
             and record.state is State.ENABLED
+            and not record.exited
             and record.block.request == request
             and record.profiling == profiling
         ):

@@ -51,10 +51,15 @@ def new_kernel(ledger):
     return CounterKernel(CpuSet(2, "r10000", 200), ledger)
 
 
-def test_an_enable_repeated_after_a_restart_gets_its_generation_once_then_ebusy(tmp_path, ledger):
+def enabled(ledger) -> tuple[CounterKernel, Started, int]:
+    """A kernel in which pid 10 enabled cycles on itself: (kernel, process, generation)."""
     kernel, p = new_kernel(ledger), Started(10)
     ledger.run(10, 0)
-    generation = kernel.enable(me(p), p, user(0))
+    return kernel, p, kernel.enable(me(p), p, user(0))
+
+
+def test_an_enable_repeated_after_a_restart_gets_its_generation_once_then_ebusy(tmp_path, ledger):
+    kernel, p, generation = enabled(ledger)
     ledger.run(10, 5 * MS)
     kernel = restarted(tmp_path, kernel, ledger, [10])
     assert kernel.enable(me(p), p, user(0)) == generation
@@ -64,9 +69,7 @@ def test_an_enable_repeated_after_a_restart_gets_its_generation_once_then_ebusy(
 
 
 def test_an_enable_after_a_restart_is_ebusy_when_not_the_same_call_by_the_same_caller(tmp_path, ledger):
-    kernel, p = new_kernel(ledger), Started(10)
-    ledger.run(10, 0)
-    kernel.enable(me(p), p, user(0))
+    kernel, p, _ = enabled(ledger)
     kernel = restarted(tmp_path, kernel, ledger, [10])
     with pytest.raises(CountersBusy):
         kernel.enable(me(p), p, user(1))  # another request: not a repeat
@@ -80,9 +83,7 @@ def test_an_enable_after_a_restart_is_ebusy_when_not_the_same_call_by_the_same_c
 
 
 def test_a_read_first_after_a_restart_ends_the_chance_of_a_repeat(tmp_path, ledger):
-    kernel, p = new_kernel(ledger), Started(10)
-    ledger.run(10, 0)
-    kernel.enable(me(p), p, user(0))
+    kernel, p, _ = enabled(ledger)
     kernel = restarted(tmp_path, kernel, ledger, [10])
     kernel.read(me(p), p)
     with pytest.raises(CountersBusy):
@@ -90,9 +91,7 @@ def test_a_read_first_after_a_restart_ends_the_chance_of_a_repeat(tmp_path, ledg
 
 
 def test_a_control_change_repeated_after_a_restart_keeps_its_counts_and_generation(tmp_path, ledger):
-    kernel, p = new_kernel(ledger), Started(10)
-    ledger.run(10, 0)
-    kernel.enable(me(p), p, user(0))
+    kernel, p, _ = enabled(ledger)
     ledger.run(10, 5 * MS)
     changed = kernel.set_control(me(p), p, user(0, 0))
     ledger.run(10, 2 * MS)
@@ -104,9 +103,7 @@ def test_a_control_change_repeated_after_a_restart_keeps_its_counts_and_generati
 
 
 def test_a_control_change_after_a_restart_that_the_old_daemon_never_wrote_is_made(tmp_path, ledger):
-    kernel, p = new_kernel(ledger), Started(10)
-    ledger.run(10, 0)
-    generation = kernel.enable(me(p), p, user(0))
+    kernel, p, generation = enabled(ledger)
     ledger.run(10, 5 * MS)
     kernel = restarted(tmp_path, kernel, ledger, [10])
     # The same request as the enable: the record says an enable made it, so
@@ -114,6 +111,17 @@ def test_a_control_change_after_a_restart_that_the_old_daemon_never_wrote_is_mad
     assert kernel.set_control(me(p), p, user(0)) == generation + 2
     assert kernel.read(me(p), p) == (generation + 2, (0,) * 32)
 
+
+def test_a_later_process_at_the_pid_repeats_nothing_after_a_restart(tmp_path, ledger):
+    kernel, p, _ = enabled(ledger)
+    kernel.release(me(p), p)
+    assert kernel.enable(me(p), p, user(0)) == 2
+    kernel = restarted(tmp_path, kernel, ledger, [10])
+    later = Proc(10)
+    later.start = START + 1  # the pid came round to another process before its end was heard
+    ledger.run(10, 3 * MS)
+    assert kernel.enable(me(later), later, user(0)) == 1  # its own first enable, counting from now
+    assert kernel.read(me(later), later) == (1, (0,) * 32)
 
 def test_system_mode_repeated_by_its_holder_after_a_restart_gets_its_generation_once(tmp_path, ledger):
     kernel = new_kernel(ledger)
