@@ -138,7 +138,7 @@ class RealClock:
         atts: OrderedDict[int, tuple[int, Attribution]],
         held: set[int],
         key: int,
-        read_ticks: Callable[[int], tuple[int, int, bool] | None],
+        read_ticks: Callable[[int], processes.StatTicks | None],
         read_total: Callable[[int], int | None],
     ) -> CpuTimes | None:
         entry = atts.get(key)
@@ -150,7 +150,7 @@ class RealClock:
             total = read_total(key)
             if ticks is None or total is None:
                 return None
-            utime, stime, zombie = ticks
+            utime, stime, zombie, _ = ticks
             if entry is None:
                 if zombie:
                     # First asked about as a zombie (its exit record still
@@ -161,7 +161,7 @@ class RealClock:
                     times = (total - system, system)
                     att = Attribution(times[0], times[1], (utime, stime), last=times, marks=[(total, system)])
                 else:
-                    att = Attribution.start(total, (utime, stime), processes.TICK_NS)
+                    att = Attribution.start(total, _sampled(key, ticks, total), 1)
                 att.begun_ns = now  # before stat was read: a predecessor's line is always older than a birth
                 atts[key] = (now, att)
                 if len(atts) > self.KEPT:
@@ -183,7 +183,7 @@ class RealClock:
                 atts[key] = (now, att)
                 return att.at(total)
             att.at(total)
-            att.look((utime, stime), processes.TICK_NS)
+            att.look(_sampled(key, ticks, total), 1)
             atts[key] = (now, att)
             atts.move_to_end(key)
             return att.last
@@ -192,7 +192,7 @@ class RealClock:
 
     @staticmethod
     def _zombie_system(
-        key: int, total: int, stime: int, read_ticks: Callable[[int], tuple[int, int, bool] | None], counted: int = 0
+        key: int, total: int, stime: int, read_ticks: Callable[[int], processes.StatTicks | None], counted: int = 0
     ) -> int:
         """The system time wait4 will report for zombie ``key`` of ``total``
         ns: the kernel's own split when it tells it (a process's, not a
@@ -304,7 +304,7 @@ class RealClock:
         atts: OrderedDict[int, tuple[int, Attribution]],
         key: int,
         seen: CpuTimes,
-        read_ticks: Callable[[int], tuple[int, int, bool] | None],
+        read_ticks: Callable[[int], processes.StatTicks | None],
         read_total: Callable[[int], int | None],
     ) -> None:
         entry = atts.get(key)
@@ -316,7 +316,7 @@ class RealClock:
         total = read_total(key)
         if ticks is None or total is None or ticks[2]:
             return  # gone, or a zombie: its exit split is its last word (``_times``)
-        att = Attribution.resume(total, (ticks[0], ticks[1]), processes.TICK_NS, floor)
+        att = Attribution.resume(total, _sampled(key, ticks, total), 1, floor)
         att.begun_ns = now if entry is None else entry[1].begun_ns
         atts[key] = (now, att)
         if len(atts) > self.KEPT:
@@ -336,7 +336,7 @@ class RealClock:
         """The line a state page of ``pid`` shows from ``seen`` (the counts'
         times, which a catch-up has just taken from this clock): a new base
         there, and stat's ratio read anew if ``fresh`` and a tick old."""
-        return self._page_line(self._atts, pid, seen, fresh, processes.read_cpu_ticks)
+        return self._page_line(self._atts, pid, seen, fresh, processes.read_cpu_ticks_state)
 
     def _page_line(
         self,
@@ -344,7 +344,7 @@ class RealClock:
         key: int,
         seen: CpuTimes,
         fresh: bool,
-        read_ticks: Callable[[int], tuple[int, int] | None],
+        read_ticks: Callable[[int], processes.StatTicks | None],
     ) -> PageLine | None:
         entry = atts.get(key)
         if entry is None or entry[1].last != seen:
@@ -353,7 +353,7 @@ class RealClock:
         now = time.monotonic_ns()
         ticks = read_ticks(key) if fresh and now - entry[0] >= processes.TICK_NS else None
         if ticks is not None:
-            att.look(ticks, processes.TICK_NS)
+            att.look(_sampled(key, ticks, sum(seen)), 1)
             atts[key] = (now, att)
         else:
             att.rebase()
@@ -413,7 +413,9 @@ class RealClock:
         """As ``page_line``, for thread ``tid``'s page.  ``fresh`` only while
         the thread waits: while it runs its schedstat lags its own clock, and
         a new ratio from that point could take a later read below an earlier one."""
-        return self._page_line(self._thread_atts, tid, seen, fresh, processes.read_thread_cpu_ticks)
+        return self._page_line(
+            self._thread_atts, tid, seen, fresh, lambda t: _running(processes.read_thread_cpu_ticks(t))
+        )
 
     def forget_thread(self, tid: int) -> None:
         self._thread_atts.pop(tid, None)
@@ -437,9 +439,33 @@ class PageLine(NamedTuple):
     room: int
 
 
-def _running(ticks: tuple[int, int] | None) -> tuple[int, int, bool] | None:
-    """A thread's ticks, as a process's are read (a thread is no zombie)."""
-    return None if ticks is None else (ticks[0], ticks[1], False)
+def _running(ticks: tuple[int, int] | None) -> processes.StatTicks | None:
+    """A thread's ticks, as a process's are read (a thread is no zombie, and
+    its tick samples are its own)."""
+    return None if ticks is None else processes.StatTicks(ticks[0], ticks[1], False, True)
+
+
+def _sampled(task: int, ticks: processes.StatTicks, total: int) -> tuple[int, int]:
+    """``total`` ns divided into (user, system) as the kernel would divide it
+    now: task ``task``'s own tick samples (taskstats, to the microsecond)
+    scaled to ``total``, as cputime_adjust() scales them for wait4.  Where
+    they are not the whole context's (a process of several threads) or
+    taskstats does not answer, stat's.
+
+    Not stat's where the samples can be had: stat holds each answer to a
+    floor its earlier reads left (task_struct.prev_cputime), and a read made
+    before the first user-mode sample puts the whole run time so far to
+    system time (cputime_adjust: no utime, all stime).  The daemon's own
+    reads of a new process's stat (its start time, at its first calls) are
+    such reads: on a busy CPU a process can run 40 ms before a tick finds it
+    in user mode, and its stat then says 40 ms of system time for good, where
+    wait4 will report a few.  The samples carry no floor."""
+    if ticks.alone and not ticks.zombie:
+        record = taskstats.task_record(task)
+        if record is not None:
+            return taskstats.adjusted_split(record.user_ns, record.system_ns, total)
+    system = min(ticks.stime * processes.TICK_NS, total)
+    return total - system, system
 
 
 def _zombie_split(pid: int, total: int) -> CpuTimes | None:

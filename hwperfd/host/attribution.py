@@ -8,6 +8,11 @@ every read, as a first design did, moves time already counted whenever a
 tick lands: counts then run ahead of the CPU time they stand for, and lose a
 tick's worth in the interval where a system tick appears.
 
+What "stat's" split is below comes from the caller (hwperfd/clock.py
+``_sampled``): the task's own tick samples scaled to its run time where
+taskstats tells them (stat holds every answer to the highest system time an
+earlier read saw), else stat's ticks.
+
 The rule here (``Attribution``):
 
 * Time counted stays counted.  Only CPU time new since the last reading is

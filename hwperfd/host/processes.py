@@ -19,6 +19,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from hwperfd.host import procread
 
@@ -36,7 +37,9 @@ __all__ = [
     "list_pids",
     "cpu_times_from_ticks",
     "read_children_ns",
+    "StatTicks",
     "read_cpu_ticks",
+    "read_cpu_ticks_state",
     "read_cpu_total",
     "read_cpu_times",
     "read_owner",
@@ -569,10 +572,22 @@ def read_cpu_ticks(pid: int) -> tuple[int, int] | None:
     """stat's (utime, stime) in clock ticks, or None if gone: the only place
     Linux splits user from system time, and it moves a tick at a time."""
     ticks = read_cpu_ticks_state(pid)
-    return None if ticks is None else ticks[:2]
+    return None if ticks is None else (ticks.utime, ticks.stime)
 
 
-def read_cpu_ticks_state(pid: int) -> tuple[int, int, bool] | None:
+class StatTicks(NamedTuple):
+    """What stat says of a process's split: (utime, stime) in clock ticks,
+    whether it is a zombie, and whether it was read from its one thread's
+    stat (``alone``: then that thread's own tick samples are the whole
+    process's)."""
+
+    utime: int
+    stime: int
+    zombie: bool
+    alone: bool = False
+
+
+def read_cpu_ticks_state(pid: int) -> StatTicks | None:
     """stat's (utime, stime) in clock ticks and whether ``pid`` is a zombie,
     or None if gone.  A zombie's are the split wait4 will report (both come
     from the kernel's thread_group_cputime_adjusted).
@@ -586,9 +601,9 @@ def read_cpu_ticks_state(pid: int) -> tuple[int, int, bool] | None:
     try:
         _, st = _split_stat(_read(f"{PROC}/{pid}/task/{pid}/stat"))
         if st[_STATE] != b"Z" and st[_NUM_THREADS] == b"1":
-            return int(st[_UTIME]), int(st[_STIME]), False
+            return StatTicks(int(st[_UTIME]), int(st[_STIME]), False, True)
         _, st = _split_stat(_read(f"{PROC}/{pid}/stat"))
-        return int(st[_UTIME]), int(st[_STIME]), st[_STATE] == b"Z"
+        return StatTicks(int(st[_UTIME]), int(st[_STIME]), st[_STATE] == b"Z")
     except OSError as exc:
         _gone(exc)
         return None

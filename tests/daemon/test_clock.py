@@ -9,7 +9,7 @@ import time
 
 from hwperfd import clock as clock_module
 from hwperfd.clock import RealClock
-from hwperfd.host import processes
+from hwperfd.host import processes, taskstats
 
 TICK = processes.TICK_NS
 
@@ -17,8 +17,11 @@ TICK = processes.TICK_NS
 def fake_host(monkeypatch, totals, ticks):
     now = [0]
     monkeypatch.setattr(clock_module.time, "monotonic_ns", lambda: now[0])
-    monkeypatch.setattr(processes, "read_cpu_ticks_state", lambda pid: (*ticks.get(pid, (0, 0)), False))
+    monkeypatch.setattr(
+        processes, "read_cpu_ticks_state", lambda pid: processes.StatTicks(*ticks.get(pid, (0, 0)), False)
+    )
     monkeypatch.setattr(processes, "read_cpu_total", lambda pid: totals.get(pid, 0))
+    monkeypatch.setattr(taskstats, "task_record", lambda pid: None)  # stat's ticks are the split
     return now
 
 
@@ -158,3 +161,38 @@ def test_a_restarted_daemon_resumes_a_restored_count_from_where_the_former_one_c
     assert other[0] >= 227 * TICK and other[1] == 2 * TICK and sum(other) == 230 * TICK
     clock.resume_line(7, (100 * TICK, 0))  # an older reading changes nothing
     assert clock.process_times(7) == (user, system)
+
+
+def test_a_stat_held_high_by_an_early_read_does_not_take_user_time(monkeypatch):
+    """A thread's stat answers no less system time than an earlier read of it
+    did, and a read made before the first user-mode tick sample puts all the
+    run time so far to system time (cputime_adjust).  A process that ran 40 ms
+    before a tick found it in user mode (a busy or stolen CPU) then has a stat
+    saying 40 ms of system time for good, where its tick samples, which
+    wait4's split scales, say 4 ms of 368.  The line follows the samples: a
+    restarted daemon resuming at 500 ms and every later look give system
+    time its sampled share, not stat's 40 ms."""
+    ms = 1_000_000
+    totals = {7: 500 * ms}
+    samples = {7: (364 * ms, 4 * ms)}
+    now = fake_host(monkeypatch, totals, {})
+    monkeypatch.setattr(processes, "read_cpu_ticks_state", lambda pid: processes.StatTicks(45, 4, False, True))
+    record = lambda pid: taskstats.TaskExit(pid, pid, 1, *samples[pid], "p", True)  # noqa: E731
+    monkeypatch.setattr(taskstats, "task_record", record)
+    clock = RealClock(2)
+    clock.resume_line(7, (2 * ms, 0))  # the former daemon's count, from the enable
+    user, system = clock.process_times(7)
+    assert user + system == 500 * ms and system <= 500 * ms * 4 // 368 + 1
+    totals[7], samples[7] = 800 * ms, (584 * ms, 4 * ms)
+    now[0] += 10 * TICK
+    later = clock.process_times(7)
+    assert sum(later) == 800 * ms and later[1] <= 800 * ms * 4 // 588 + 1
+
+
+def test_the_samples_of_one_thread_do_not_divide_a_process_of_several(monkeypatch):
+    """A process of several threads is divided by its stat (the samples of
+    its leader thread alone are not the process's)."""
+    totals, ticks = {7: 100 * TICK}, {7: (90, 10)}
+    fake_host(monkeypatch, totals, ticks)
+    monkeypatch.setattr(taskstats, "task_record", lambda pid: taskstats.TaskExit(pid, pid, 1, TICK, 0, "p", True))
+    assert RealClock(2).process_times(7) == (90 * TICK, 10 * TICK)
