@@ -287,11 +287,14 @@ def cpu_s(pid: int) -> float:
 
 
 def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, seconds: float,
-         irix_child: bool = False) -> str:  # fmt: skip
+         irix_child: bool = False, beside: Path | None = None) -> str:  # fmt: skip
     """The daemon's CPU over ``seconds`` with ``n`` idle i-mode counting
     processes (``irix_child``: processes with an IRIX threshold of 100 ms),
     against the same daemon's over ``seconds`` with none just before (the
-    machine's other processes' events cost it too)."""
+    machine's other processes' events cost it too).  With ``beside`` (the
+    IRIX sampler), also the daemon's CPU while one process overflows every
+    1 ms on the daemon's tick alone, with the idle ones and without: each of
+    its wakes must cost what is due, not every process armed."""
     source = tmp / ("idle_irix.c" if irix_child else "idle.c")
     source.write_text(IDLE_IRIX_CHILD if irix_child else IDLE_CHILD.replace("#include <unistd.h>",
                                                                             "#include <unistd.h>\n#include <stdlib.h>"))
@@ -306,8 +309,16 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
         time.sleep(seconds)
         return (cpu_s(daemon.pid) - before) / (time.monotonic() - wall)
 
+    def sampled() -> float:
+        assert beside is not None
+        before, wall = cpu_s(daemon.pid), time.monotonic()
+        subprocess.run([str(beside), "process", str(IRIX_MHZ * 1000), "1000", str(IRIX_MHZ), "1"],
+                       capture_output=True, env=irix_env(mnt, False), timeout=600, check=True)  # fmt: skip
+        return (cpu_s(daemon.pid) - before) / (time.monotonic() - wall)
+
     time.sleep(3)  # the exits of an earlier figure's processes are taken in first
     baseline = share()
+    alone = sampled() if beside is not None else 0.0
     children, refused = [], 0
     try:
         while len(children) < n and refused <= n // 10:
@@ -321,14 +332,19 @@ def idle(tmp: Path, mnt: Path, daemon: subprocess.Popen, n: int, timer: bool, se
                 child.wait()
         time.sleep(1)  # the looks at the new contexts settle
         loaded = share()
+        crowded = sampled() if beside is not None else 0.0
     finally:
         for child in children:
             child.kill()
             child.wait()
     label = ("shim" if timer else "tick") if irix_child else "timer" if timer else "tick"
     what = "IRIX" if irix_child else "i-mode"
-    return (f"{len(children)} idle {what} processes, {label:5}: daemon {loaded:.2%} of a core over {seconds:.0f} s,"
-            f" {baseline:.2%} with none: {loaded - baseline:+.2%} (goal < 1%); set-ups refused {refused}")
+    line = (f"{len(children)} idle {what} processes, {label:5}: daemon {loaded:.2%} of a core over {seconds:.0f} s,"
+            f" {baseline:.2%} with none: {loaded - baseline:+.2%} (goal < 1%); set-ups refused {refused}")  # fmt: skip
+    if beside is not None:
+        line += (f"\n  one process overflowing every 1 ms (tick alone) beside them: daemon {crowded:.1%} of a core,"
+                 f" {alone:.1%} alone: {crowded / alone if alone else 0:.2f}x")  # fmt: skip
+    return line
 
 
 def irix(tmp: Path, args: argparse.Namespace) -> None:
@@ -356,7 +372,8 @@ def irix(tmp: Path, args: argparse.Namespace) -> None:
             print("\n".join(run_irix_threads(sampler, mnt, periods, cpu_ms, busy, timer)), flush=True)
         if args.idle:
             for timer in (False, True):
-                print(idle(tmp, mnt, daemon, args.idle, timer, args.idle_seconds, irix_child=True), flush=True)
+                beside = sampler if not timer else None
+                print(idle(tmp, mnt, daemon, args.idle, timer, args.idle_seconds, True, beside), flush=True)
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
@@ -417,7 +434,10 @@ def main() -> None:
                 daemon, mnt = mount(tmp, model, mhz) if irix_child else mount(tmp)
                 try:
                     for timer in (True, False):
-                        print(idle(tmp, mnt, daemon, args.idle, timer, args.idle_seconds, irix_child), flush=True)
+                        sampler = ROOT / "tests" / "overflow" / "irix_sampler.c"
+                        beside = build(tmp, sampler) if irix_child and not timer else None
+                        line = idle(tmp, mnt, daemon, args.idle, timer, args.idle_seconds, irix_child, beside)
+                        print(line, flush=True)
                 finally:
                     daemon.terminate()
                     daemon.wait(timeout=30)

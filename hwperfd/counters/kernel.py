@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from hwperfd.counters.block import ControlBlock
+from hwperfd.counters.dues import DueTimes
 from hwperfd.counters.errors import CounterError, CountersBusy, InvalidRequest, NotInUse, NotPermitted, NoSuchProcess
 from hwperfd.counters.request import SLOTS, CounterRequest
 from hwperfd.counters.snapshot import Snapshot, rates
@@ -322,11 +323,11 @@ class CounterKernel:
         # thread's process, whose clock has the thread's own CPU time.
         self._thread_of: dict[int, int] = {}
         self.thread_version = 0  # moves whenever a thread's own record comes or goes
-        # Pids given a request that can raise overflow signals, in that order:
-        # signalling() looks at these, not at every record (it runs after every
-        # request that changes controls, and 10 000 processes may be counting).
+        # Pids given a request that can raise overflow signals: signalling()
+        # looks at those of these that are due, not at every record (10 000
+        # processes may be counting, and a thousand may be armed and idle).
         # Each maps to when it next needs a look (monotonic ns; 0: now).
-        self._armed: dict[int, int] = {}
+        self._armed = DueTimes()
         # Pids whose library times their overflows (overflow_left): [the CPU
         # time at the last look, the idle wait] (kept while they are armed).
         self._timed: dict[int, list[int]] = {}
@@ -689,7 +690,7 @@ class CounterKernel:
         self._put_back.discard(pid)
         if self._thread_of.pop(pid, None) is not None:
             self.thread_version += 1
-        self._armed.pop(pid, None)  # signalling() runs only on the real clock's tick
+        self._armed.discard(pid)  # signalling() runs only on the real clock's tick
         self._timed.pop(pid, None)
         self._profiles.pop(pid, None)
         self._gone(pid)
@@ -976,15 +977,15 @@ class CounterKernel:
         """Pids whose counters may raise overflow signals: they need timely
         catch-up.  With ``now``, only those due a look by then (``tick``)."""
         pids = []
-        for pid, due in list(self._armed.items()):
+        for pid in self._armed if now is None else self._armed.ready(now):
             r = self._procs.get(pid)
             if r is not None and r.state is State.ENABLED and _arms_signals(r.block.request, r.profiling):
-                if not r.suspended and (now is None or due <= now):
+                if not r.suspended and (now is None or (self._armed.get(pid) or 0) <= now):
                     pids.append(pid)
             else:
                 # Every way back to counting with signals (enable, set_control,
                 # a restart, a fork) notes the pid again.
-                del self._armed[pid]
+                self._armed.discard(pid)
                 self._timed.pop(pid, None)
                 self._looked.pop(pid, None)
         target = self._system_signal_target()
@@ -1034,7 +1035,7 @@ class CounterKernel:
                     if timed is not None:
                         timed[0], timed[1] = ran, 0
                     wait = max(headroom // self.host_cpus, MIN_WAIT_NS)
-                self._armed[pid] = now + wait
+                self._armed.set(pid, now + wait)
                 if self._looked.get(pid, (-1, 0))[0] != ran:
                     self._looked[pid] = (ran, now)
         if self._system is not None:
@@ -1064,7 +1065,7 @@ class CounterKernel:
         headroom = record.block.headroom_ns(self.cpus[record.cpu], self.profile(record.pid), bool(record.profiling))
         if headroom is None:
             return None, sig, thread, at
-        self._armed[record.pid] = max(self._armed[record.pid], now + headroom + TIMED_GRACE_NS)
+        self._armed.set(record.pid, max(self._armed.get(record.pid) or 0, now + headroom + TIMED_GRACE_NS))
         self._timed[record.pid] = [at, 0]
         return headroom, sig, thread, at
 
@@ -1093,7 +1094,7 @@ class CounterKernel:
         for pid in pids:
             self._alarm_at.pop(pid, None)
             if pid in self._armed:
-                self._armed[pid] = 0
+                self._armed.set(pid, 0)
                 woken += 1
         return woken
 
@@ -1106,10 +1107,10 @@ class CounterKernel:
     def next_due(self, now: int) -> int | None:
         """When the soonest signalling process needs a look (None: none does);
         system mode, whose CPUs are not timed apart, every IRIX clock tick."""
-        dues = [due for pid, due in self._armed.items() if (r := self._procs.get(pid)) is not None and not r.suspended]
+        due = self._armed.soonest(lambda pid: (r := self._procs.get(pid)) is None or r.suspended)
         if self._system_signal_target() is not None:
-            dues.append(now + SIGNAL_TICK_NS)
-        return min(dues, default=None)
+            due = now + SIGNAL_TICK_NS if due is None else min(due, now + SIGNAL_TICK_NS)
+        return due
 
     def _system_signal_target(self) -> int | None:
         system = self._system
@@ -1152,7 +1153,7 @@ class CounterKernel:
     def _note_armed(self, pid: int, request: CounterRequest, profiling: int = 0) -> None:
         self._timed.pop(pid, None)  # a new set-up: its library's look comes after it
         if _arms_signals(request, profiling):
-            self._armed[pid] = 0
+            self._armed.set(pid, 0)
 
     def _catch_up(self, record: _ProcessRecord, now: CpuTimes | None = None) -> None:
         if now is None:

@@ -856,3 +856,37 @@ def test_where_cpu_clocks_ring_on_time_an_idle_process_the_daemon_alone_looks_at
     assert alarms.armed == {101: 3 * MS + 5 * MS}
     assert kernel.signalling(now=IDLE_NS + 5 * MS) == []
     assert kernel.alarmed([101]) == 1 and kernel.signalling(now=IDLE_NS) == [101]
+
+
+class _CountingRecords(dict):
+    """The kernel's records, counting the lookups a wake makes."""
+
+    looks = 0
+
+    def get(self, key, default=None):
+        self.looks += 1
+        return super().get(key, default)
+
+
+def test_a_wake_of_the_tick_looks_at_what_is_due_not_at_every_armed_process(kernel, host, signals):
+    """A thousand processes armed and idle, each waiting out a long headroom,
+    and one with a 1 ms period: each of the busy one's wakes (signalling, the
+    look, the next due) reads a handful of records, not a thousand."""
+    kernel.host_cpus = 2
+    for pid in range(1000, 2000):
+        proc = host.spawn(pid, 1)
+        kernel.enable(caller(proc), proc, cycles(threshold=1_000_000_000, signal=10))  # 5 s of CPU time
+    busy = host.spawn(100, 1)
+    kernel.enable(caller(busy), busy, cycles(threshold=200_000, signal=10))  # 1 ms
+    kernel.tick(kernel.signalling(now=0), now=0)
+    records = kernel._procs = _CountingRecords(kernel._procs)
+    for wake in range(1, 21):
+        now = kernel.next_due(0)
+        assert now is not None and now < wake * MS
+        host.run(100, 1)
+        before = records.looks
+        kernel.tick(kernel.signalling(now=now), now=now)
+        kernel.next_due(now)
+        assert records.looks - before < 10, records.looks - before
+    assert sum(s.count for s in signals) >= 10  # the busy one's overflows came
+    assert len(kernel.signalling(now=10**12)) == 1001  # every one is still armed
