@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import ROOT, is_mounted, run_as_nobody, start_hwperfd, stop_hwperfd
+from tests.conftest import ROOT, is_mounted, run_as_nobody, start_hwperfd, state_dir, stop_hwperfd
 from tests.waiting import wait_for
 
 
@@ -71,7 +71,7 @@ def test_mount_point_comes_from_hwperfd_mount(shared_tmp):
     path = shared_tmp / "mp-env"
     path.mkdir()
     process = subprocess.Popen(
-        [sys.executable, "-m", "hwperfd", "--clock", "manual"], cwd=ROOT,
+        [sys.executable, "-m", "hwperfd", "--clock", "manual", "--state-dir", str(state_dir())], cwd=ROOT,
         env={**os.environ, "HWPERFD_MOUNT": str(path)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -91,7 +91,8 @@ def test_a_sigterm_as_soon_as_the_mount_is_visible_still_unmounts_cleanly(shared
     path.mkdir()
     for _ in range(5):
         process = subprocess.Popen(
-            [sys.executable, "-m", "hwperfd", "--clock", "manual", str(path)], cwd=ROOT,
+            [sys.executable, "-m", "hwperfd", "--clock", "manual", "--state-dir", str(state_dir()), str(path)],
+            cwd=ROOT,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
@@ -110,7 +111,8 @@ def test_readiness_is_notified_once_the_mount_is_visible(shared_tmp):
         sock.bind(str(sock_path))
         sock.settimeout(15)
         process = subprocess.Popen(
-            [sys.executable, "-m", "hwperfd", "--clock", "manual", str(path)], cwd=ROOT,
+            [sys.executable, "-m", "hwperfd", "--clock", "manual", "--state-dir", str(state_dir()), str(path)],
+            cwd=ROOT,
             env={**os.environ, "NOTIFY_SOCKET": str(sock_path)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:

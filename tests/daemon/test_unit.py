@@ -25,7 +25,7 @@ import time
 import pytest
 
 from hwperfd.client import ProcessCounters, user
-from tests.conftest import NOBODY, ROOT, Mount, finish, is_mounted, run_as_nobody, stop_hwperfd
+from tests.conftest import NOBODY, ROOT, Mount, finish, is_mounted, run_as_nobody, state_dir, stop_hwperfd
 
 UNIT = ROOT / "systemd" / "hwperfd.service"
 MAX_EXPOSURE = 5.0
@@ -124,7 +124,8 @@ def confined(shared_tmp):
         tool("setpriv"), "--no-new-privs", f"--bounding-set=-all,{caps}", "--inh-caps=-all", "--",
         sys.executable, "-c", NO_WX,
         tool("strace"), "-f", "-qq", "-o", str(trace), "--",
-        sys.executable, "-m", "hwperfd", "--clock", "manual", "--cpus", "2", "--mhz", "200", str(path),
+        sys.executable, "-m", "hwperfd", "--clock", "manual", "--cpus", "2", "--mhz", "200",
+        "--state-dir", str(state_dir()), str(path),
     ]  # fmt: skip
     with open(log, "w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)

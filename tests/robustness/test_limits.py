@@ -14,7 +14,7 @@ import time
 import pytest
 
 from hwperfd.procfs.commands import MAX_WRITE
-from tests.conftest import NOBODY, ROOT, is_mounted, start_hwperfd
+from tests.conftest import NOBODY, ROOT, is_mounted, start_hwperfd, state_dir
 from tests.robustness.helpers import HERE, build_c, finish_mount, own_mount
 
 LINE = b"default-profile memory\n"
@@ -78,7 +78,8 @@ def test_an_unprivileged_over_long_write_to_its_own_file_is_refused(mount, nobod
 
 def hwperfd_limited(nofile: str, *argv: str, **kw) -> subprocess.Popen:
     return subprocess.Popen(
-        ["prlimit", f"--nofile={nofile}", sys.executable, "-m", "hwperfd", "--clock", "manual", *argv],
+        ["prlimit", f"--nofile={nofile}", sys.executable, "-m", "hwperfd", "--clock", "manual",
+         "--state-dir", str(state_dir()), *argv],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw,
     )  # fmt: skip
 
