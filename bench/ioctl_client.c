@@ -8,13 +8,16 @@
  * counters on that file (PIOCENEVCTRS: event 0, cycles, in user mode in
  * slot 0), so that each PIOCGETEVCTRS does real work in hwperfd.  Then
  * With -s it then maps its state page (HWPERFD_PIOCSTATEPAGE) and times
- * reads of its own counters from it (lib/state.c) instead of the ioctl.
+ * reads of its own counters from it (lib/state.c) instead of the ioctl;
+ * a read the page sends to the ioctl (EAGAIN: the daemon is writing it, or
+ * it cannot show the counts) takes the ioctl, as the libraries do, and is
+ * counted (fallbacks=).
  * WARMUP untimed and CALLS timed ioctls; each round trip is timed with
  * clock_gettime(CLOCK_MONOTONIC), and with the calling thread's CPU clock
  * (what the trip costs the caller itself: cpu_median_us).  Output: one
  * machine-readable line
  *
- *     RESULT calls=N median_us=.. p90_us=.. p99_us=.. mean_us=.. min_us=.. max_us=.. cpu_median_us=..
+ *     RESULT calls=N median_us=.. p90_us=.. p99_us=.. mean_us=.. min_us=.. max_us=.. cpu_median_us=.. fallbacks=N
  *
  * and one line for people.  Exit status 0 only if every call succeeded.
  */
@@ -60,13 +63,19 @@ static unsigned long long now_ns(void)
     return clock_ns(CLOCK_MONOTONIC);
 }
 
-/* One read of our own counters from the state page; -1 if it sent us to the ioctl. */
-static int read_state(struct hwperfd_state_reader *reader, hwperf_cntr_t *cnts)
+static long fallbacks;
+
+/* One read of our own counters from the state page, or from the ioctl where
+ * the page sends the reader there. */
+static int read_state(int fd, struct hwperfd_state_reader *reader, hwperf_cntr_t *cnts)
 {
     int generation;
-    if (hwperfd_state_read(reader, &generation, cnts->hwp_evctr, HWPERF_EVENTMAX) != 0)
+    if (hwperfd_state_read(reader, &generation, cnts->hwp_evctr, HWPERF_EVENTMAX) == 0)
+        return generation;
+    if (errno != EAGAIN)
         return -1;
-    return generation;
+    fallbacks++;
+    return ioctl(fd, PIOCGETEVCTRS, (void *)cnts);
 }
 
 static int enable_counters(int fd)
@@ -135,7 +144,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (i = 0; i < warmup; i++) {
-        int r = state ? read_state(&reader, &cnts) : ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
+        int r = state ? read_state(fd, &reader, &cnts) : ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
         if (r < 0 || (enable && r != gen)) {
             fprintf(stderr, "warm-up PIOCGETEVCTRS: returned %d (generation %d): %s\n", r, gen,
                     r < 0 ? strerror(errno) : "generation changed");
@@ -144,7 +153,7 @@ int main(int argc, char **argv)
     }
     for (i = 0; i < calls; i++) {
         unsigned long long c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = now_ns();
-        int r = state ? read_state(&reader, &cnts) : ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
+        int r = state ? read_state(fd, &reader, &cnts) : ioctl(fd, PIOCGETEVCTRS, (void *)&cnts);
         t[i] = now_ns() - t0;
         cpu[i] = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
         if (r < 0) {
@@ -156,9 +165,9 @@ int main(int argc, char **argv)
     qsort(t, calls, sizeof *t, cmp_u64);
     qsort(cpu, calls, sizeof *cpu, cmp_u64);
     printf("RESULT calls=%ld median_us=%.3f p90_us=%.3f p99_us=%.3f mean_us=%.3f min_us=%.3f max_us=%.3f"
-           " cpu_median_us=%.3f\n",
+           " cpu_median_us=%.3f fallbacks=%ld\n",
            calls, pct_us(t, calls, 50), pct_us(t, calls, 90), pct_us(t, calls, 99),
-           sum / 1000.0 / calls, t[0] / 1000.0, t[calls - 1] / 1000.0, pct_us(cpu, calls, 50));
+           sum / 1000.0 / calls, t[0] / 1000.0, t[calls - 1] / 1000.0, pct_us(cpu, calls, 50), fallbacks);
     printf("%s: %ld %s: median %.3f us, p90 %.3f us, p99 %.3f us"
            " (slot 0 count %llu)\n",
            path, calls, state ? "reads from the state page" : "PIOCGETEVCTRS round trips", pct_us(t, calls, 50), pct_us(t, calls, 90), pct_us(t, calls, 99),

@@ -326,8 +326,10 @@ def latency(args, tmp: Path, server_bin: Path, client_bin: Path) -> list[Latency
                     s.medians.setdefault(placement, []).append(v["median_us"])
                     s.p99s.setdefault(placement, []).append(v["p99_us"])
                     s.cpu_per_call.setdefault(placement, []).append(v["server_cpu_us_per_call"])
+                    fell = int(v.get("fallbacks", 0))  # page reads the page sent to the ioctl
                     log(f"  round {r + 1}  {s.name:21s} median {v['median_us']:6.1f} us  p90 {v['p90_us']:6.1f}"
-                        f"  p99 {v['p99_us']:6.1f}   server CPU {v['server_cpu_us_per_call']:5.1f} us/call")
+                        f"  p99 {v['p99_us']:6.1f}   server CPU {v['server_cpu_us_per_call']:5.1f} us/call"
+                        + (f"  ({fell} reads through the ioctl)" if fell else ""))
             result = Latency(placement, floor, others)
             report_latency(result, args)
             results.append(result)
