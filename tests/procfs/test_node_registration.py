@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.conftest import NOBODY, ROOT, Mount, is_mounted, stop_hwperfd
+from tests.conftest import NOBODY, ROOT, Mount, is_mounted, state_dir, stop_hwperfd
 from tests.procfs.fake_personality import FAKE_READ, FAKE_START
 from tests.waiting import wait_for
 
@@ -37,7 +37,8 @@ def fake_mount(shared_tmp):
     path.mkdir()
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER, "--clock", "manual", "--cpus", "1", "--mhz", str(MHZ), str(path)],
+            [sys.executable, "-c", LAUNCHER, "--clock", "manual", "--cpus", "1", "--mhz", str(MHZ),
+             "--state-dir", str(state_dir()), str(path)],
             stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
         )  # fmt: skip
     mount = Mount(path, process, log)
