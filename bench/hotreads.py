@@ -29,8 +29,8 @@ round: "same" (the servers and the client on CPU 0: the servers' own cost),
 "split" (the servers on CPU 0, the client on CPU 1) and "free" (the
 scheduler's choice).  In free placement a client and the server it calls
 end up on one CPU or on two, and stay so for the run: the floor server as
-much as the daemon (a wake-up across CPUs costs about 50 us here, one on the
-same CPU a few).  So free placement is timed in several runs per round: all
+much as the daemon (a wake-up across CPUs costs many times one on the same
+CPU: the split placement's figures).  So free placement is timed in several runs per round: all
 of them against all of the floor's, and then each run counted on one CPU
 (under 3x the same-placement floor) or across CPUs, each kind set against
 the floor of its kind ("same" for runs on one CPU, "split" for runs across),

@@ -543,6 +543,8 @@ class CounterKernel:
             return
         self._catch_up(record)
         record.suspended = suspended
+        if not suspended:
+            self._armed.unpark(record.pid)  # a suspended process waits out of the tick's way
 
     def end_profiling(self, pid: int) -> bool:
         """exec(2): IRIX disabled counters set up for profiling (the buffers

@@ -28,12 +28,24 @@ def test_a_pid_armed_anew_or_gone_leaves_no_stale_look_behind():
     assert dues.soonest(lambda pid: False) == 50 and 2 not in dues and len(dues) == 1
 
 
-def test_a_skipped_pid_waits_among_the_candidates_and_counts_again_when_not_skipped():
+def test_a_skipped_pid_is_parked_until_unparked_with_the_due_it_had():
     dues = DueTimes()
     dues.set(1, 10)
     dues.set(2, 20)
     assert dues.soonest(lambda pid: pid == 1) == 20  # 1 suspended
-    assert dues.soonest(lambda pid: False) == 10  # continued
+    assert dues.ready(30) == [2] and dues.soonest(lambda pid: False) == 20  # parked: no wake looks at it
+    dues.unpark(1)  # continued
+    assert dues.soonest(lambda pid: False) == 10
+    assert dues.ready(30) == [2, 1]
+
+
+def test_a_due_candidate_found_skipped_is_parked_too():
+    dues = DueTimes()
+    dues.set(1, 10)
+    assert dues.ready(10) == [1]
+    assert dues.soonest(lambda pid: True) is None
+    assert dues.ready(10) == [] and 1 in dues
+    dues.set(1, 5)  # armed anew
     assert dues.ready(10) == [1]
 
 

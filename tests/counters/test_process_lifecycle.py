@@ -890,3 +890,29 @@ def test_a_wake_of_the_tick_looks_at_what_is_due_not_at_every_armed_process(kern
         assert records.looks - before < 10, records.looks - before
     assert sum(s.count for s in signals) >= 10  # the busy one's overflows came
     assert len(kernel.signalling(now=10**12)) == 1001  # every one is still armed
+
+
+def test_suspended_signalling_processes_cost_a_wake_nothing_until_continued(kernel, host, signals):
+    """HWPERF_PROF_CTR_SUSP on a thousand processes armed for signals: the
+    tick's wakes for a busy one read a handful of records, not a thousand
+    suspended ones; HWPERF_PROF_CTR_CONT makes one due again at once."""
+    kernel.host_cpus = 2
+    procs = [host.spawn(pid, 1) for pid in range(1000, 2000)]
+    for proc in procs:
+        kernel.enable(caller(proc), proc, cycles(threshold=200_000, signal=10))
+        kernel.suspend(caller(proc), proc, True)
+    busy = host.spawn(100, 1)
+    kernel.enable(caller(busy), busy, cycles(threshold=200_000, signal=10))
+    kernel.tick(kernel.signalling(now=0), now=0)
+    assert kernel.next_due(0) is not None
+    records = kernel._procs = _CountingRecords(kernel._procs)
+    for _ in range(5):
+        now = kernel.next_due(0)
+        host.run(100, 1)
+        before = records.looks
+        assert kernel.signalling(now=now) == [100]
+        kernel.tick([100], now=now)
+        kernel.next_due(now)
+        assert records.looks - before < 10, records.looks - before
+    kernel.suspend(caller(procs[0]), procs[0], False)
+    assert 1000 in kernel.signalling(now=now)
