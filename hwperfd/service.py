@@ -64,6 +64,7 @@ SWEEP_LIMIT = 2000
 ZOMBIE_INTERVAL = 0.05  # how soon a reaped zombie's counts reach its parent
 MAX_ZOMBIE_INTERVAL = 1.0
 MIN_TICK_NS = 100_000  # the overflow tick's shortest sleep
+LINGERING = 64  # processes left in the thread-event filter after their last thread context
 LINGER_BUDGET_NS = 2_000_000  # longest that a burst of ioctls keeps trio's other tasks waiting
 # Datagrams taken from each netlink stream before the daemon answers anyone
 # again: a storm's backlog is applied a slice at a time, with requests
@@ -181,6 +182,7 @@ class Daemon:
         # contexts: the connector socket's filter drops the rest in the kernel.
         self.threads.on_processes_changed = self._refilter
         self.filtered_for: frozenset[int] | None = None
+        self.filter_sets = 0  # how often the thread-event filter was set (a status line)
         self._thread_version = 0  # the kernel's thread_version the filter was last built for
         self.accounting: taskstats.ExitAccounting | None = None
         # Exit records held back a round (see _catch_up_events).
@@ -318,6 +320,8 @@ class Daemon:
             f"the last checked {self.swept[0]} of {len(self.kernel.known())} processes "
             f"in {self.swept[1] / 1e6:.1f} ms of CPU",
             f"counter reads answered from state pages in the bridge: {self.fs.fast.answered()}",
+            f"thread events let through for {len(self.filtered_for or ())} processes, "
+            f"the filter set {self.filter_sets} times",
             self._store_status(),
             self._alarm_status(),
             trace_session.status(),
@@ -349,9 +353,19 @@ class Daemon:
         if self.events is None:
             return
         watched = self.threads.processes() | self.kernel.thread_processes()
-        if watched != self.filtered_for:
-            self.events.watch_threads(watched)
-            self.filtered_for = watched
+        if watched == self.filtered_for:
+            return
+        # Processes that let their last thread context go stay let through
+        # until another change, up to LINGERING of them: a program that
+        # registers its threads one after another (PAPI's, at each parallel
+        # region) would otherwise have the filter rebuilt twice a thread.
+        # More events pass meanwhile, which the daemon takes as any others.
+        kept = self.filtered_for
+        if kept is not None and watched < kept and len(kept) - len(watched) <= LINGERING:
+            return
+        self.events.watch_threads(watched)
+        self.filtered_for = watched
+        self.filter_sets += 1
 
     def _wake_tick(self) -> None:
         if self._controls_changed is not None:

@@ -662,23 +662,23 @@ class PerfctrDevice:
         if cmd == abi.VPERFCTR_ATTACH:
             if perfctr is not None:
                 raise NotBound("this file is a vperfctr already")
-            request = abi.vperfctr_attach.parse(data)
+            request = _ATTACH.parse(data)
             return 0, self._attach(fh, request.tid, bool(request.creat), tid, uid)
         if cmd in _VIRTUAL:
             if perfctr is None:
                 raise NotAVperfctr("not a vperfctr file")
             return self._virtual_call(perfctr, cmd, data, tid)
         if cmd == abi.GPERFCTR_READ:
-            request = abi.gperfctr_cpu_state.parse(data)
+            request = _GSTATE.parse(data)
             user, tsc, pmcs = self.globl.read(request.cpu)
-            return 0, abi.gperfctr_cpu_state.build(
+            return 0, _GSTATE.build(
                 {"cpu": request.cpu, "cpu_control": user.build(), "sum": _sums(tsc, pmcs), "_reserved": [0] * 4}
             )
         if cmd in (abi.GPERFCTR_CONTROL, abi.GPERFCTR_START, abi.GPERFCTR_STOP):
             if uid != 0:
                 raise NotRoot("global-mode counters are root's")
             if cmd == abi.GPERFCTR_CONTROL:
-                request = abi.gperfctr_cpu_control.parse(data)
+                request = _GCONTROL.parse(data)
                 return self.globl.control(request.cpu, ctl.PerfctrControl.parse(request.cpu_control)), b""
             if cmd == abi.GPERFCTR_START:
                 return self.globl.start(arg & 0xFFFFFFFF), b""
@@ -754,14 +754,13 @@ class PerfctrDevice:
         upto = None
         if cmd == abi.VPERFCTR_IRESUME_NS and perfctr.ctx is not None and perfctr.ctx.tid == caller:
             upto = int.from_bytes(data[:8], "little") or None  # the copy-in is 8 bytes (_IOWR); none reads as 0
+        request, control = _control(data) if cmd == abi.VPERFCTR_CONTROL else ((0, 0, 0), None)
         if live and perfctr.ctx is not None and perfctr.ctx.tid == caller and cmd != abi.VPERFCTR_READ_CONTROL:
-            ends = cmd == abi.VPERFCTR_UNLINK or (cmd == abi.VPERFCTR_CONTROL and not _starts(data))
+            ends = cmd == abi.VPERFCTR_UNLINK or (control is not None and not _starts(control))
             if virtual.overflow_first(perfctr, cmd, ends, upto):
                 raise OverflowFirst("an overflow signal comes first")
         if cmd == abi.VPERFCTR_CONTROL:
-            request = abi.vperfctr_control.parse(data)
-            virtual.control(perfctr, ctl.PerfctrControl.parse(request.cpu_control), request.si_signo,
-                            request.preserve, request.flags)  # fmt: skip
+            virtual.control(perfctr, _checked(control), *request)
             return 0, b""
         if cmd in (abi.VPERFCTR_IRESUME, abi.VPERFCTR_IRESUME_NS):
             virtual.iresume(perfctr, upto)
@@ -772,7 +771,7 @@ class PerfctrDevice:
             virtual.unlink(perfctr)
             return 0, b""
         if cmd == abi.VPERFCTR_READ_CONTROL:
-            return 0, abi.vperfctr_control.build({
+            return 0, _CONTROL.build({
                 "si_signo": perfctr.si_signo, "cpu_control": perfctr.user.build(), "preserve": 0,
                 "flags": perfctr.flags, "_reserved": [0] * 3,
             })  # fmt: skip
@@ -812,11 +811,36 @@ _VIRTUAL = frozenset({
 })  # fmt: skip
 
 
-def _starts(data: bytes) -> bool:
-    """Whether a VPERFCTR_CONTROL's data runs any counter (vperfctr_stop's does not)."""
+# The personality's structs, compiled: construct's interpreted parse of a
+# vperfctr_control costs more than the rest of the call.
+_CONTROL = abi.vperfctr_control.compile()
+_GSTATE = abi.gperfctr_cpu_state.compile()
+_GCONTROL = abi.gperfctr_cpu_control.compile()
+_ATTACH = abi.vperfctr_attach.compile()
+
+
+def _control(data: bytes) -> tuple[tuple[int, int, int], ctl.PerfctrControl | Exception]:
+    """A VPERFCTR_CONTROL's (si_signo, preserve, flags) and its cpu_control,
+    parsed once for every use of the call; what it failed with, kept to be
+    raised where the call uses it."""
     try:
-        control = ctl.PerfctrControl.parse(abi.vperfctr_control.parse(data).cpu_control)
-    except Exception:  # refused later, with its own errno
+        request = _CONTROL.parse(data)
+        return (request.si_signo, request.preserve, request.flags), ctl.PerfctrControl.parse(request.cpu_control)
+    except Exception as exc:  # noqa: BLE001 - raised by _checked
+        return (0, 0, 0), exc
+
+
+def _checked(control: ctl.PerfctrControl | Exception | None) -> ctl.PerfctrControl:
+    if isinstance(control, Exception):
+        raise control
+    assert control is not None
+    return control
+
+
+def _starts(control: ctl.PerfctrControl | Exception) -> bool:
+    """Whether a VPERFCTR_CONTROL's data runs any counter (vperfctr_stop's does
+    not); one that does not parse is refused later."""
+    if isinstance(control, Exception):
         return True
     return bool(control.tsc_on or control.nractrs or control.nrictrs)
 

@@ -231,6 +231,8 @@ struct vperfctr {
     int fd;
     pid_t tid;				/* the thread whose page is mapped */
     struct hwperfd_state_reader page;	/* page.page NULL: none, read through the ioctl */
+    pid_t opener;			/* the thread whose own vperfctr this is, 0 for another's */
+    int page_asked;			/* VPERFCTR_STATEPAGE asked (once: its answer stands) */
 };
 
 /* The calling thread's id, kept per thread: gettid(2) is a system call, and
@@ -245,13 +247,18 @@ static pid_t current_tid(void)
 }
 
 /* The calling thread's page of its own vperfctr, if the daemon keeps pages;
-   without one, reads go through the ioctl. */
+   without one, reads go through the ioctl.  Asked at the thread's first read
+   of its own counters, not at vperfctr_open: a thread that registers and
+   never reads (PAPI registers every thread it meets) costs the daemon no
+   page.  gettid(2) itself, not the cached id: a forked child holds its
+   parent's, and the page is the opening thread's alone. */
 static void map_own_page(struct vperfctr *perfctr)
 {
     struct hwperfd_vperfctr_statepage arg;
 
-    memset(&perfctr->page, 0, sizeof perfctr->page);
-    perfctr->tid = 0;
+    perfctr->page_asked = 1;
+    if (perfctr->opener == 0 || perfctr->opener != (pid_t)syscall(SYS_gettid))
+	return;
     memset(&arg, 0, sizeof arg);
     if (ioctl(perfctr->fd, VPERFCTR_STATEPAGE, &arg) < 0)
 	return;
@@ -264,6 +271,21 @@ struct rvperfctr {
     struct vperfctr vperfctr;	/* first, for the close() operation */
     int pid;
 };
+
+/* The driver's ABI, checked at a process's first vperfctr_open (perfctr
+   checked it at each): one daemon answers every open of the process, and a
+   new one (a restart) is the same program. */
+static int abi_checked;
+
+static int abi_check_once(int fd)
+{
+    if (__atomic_load_n(&abi_checked, __ATOMIC_RELAXED))
+	return 0;
+    if (perfctr_abi_check_fd(fd) < 0)
+	return -1;
+    __atomic_store_n(&abi_checked, 1, __ATOMIC_RELAXED);
+    return 0;
+}
 
 static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mode)
 {
@@ -281,18 +303,19 @@ static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mod
     perfctr->fd = attach(pid, creat);
     if (perfctr->fd < 0)
 	return -1;
-    if (perfctr_abi_check_fd(perfctr->fd) < 0)
+    if (abi_check_once(perfctr->fd) < 0)
 	goto out_fd;
     /* perfctr mapped the state page here, which failed (EPERM) for a
-       thread without a vperfctr */
-    if (vioctl(perfctr->fd, VPERFCTR_READ_STATE, &state) < 0) {
+       thread without a vperfctr; VPERFCTR_ATTACH with creat has just made
+       one (or failed) */
+    if (!creat && vioctl(perfctr->fd, VPERFCTR_READ_STATE, &state) < 0) {
 	errno = EPERM;
 	goto out_fd;
     }
     memset(&perfctr->page, 0, sizeof perfctr->page);
     perfctr->tid = 0;
-    if (pid == 0)
-	map_own_page(perfctr);
+    perfctr->page_asked = 0;
+    perfctr->opener = pid == 0 ? current_tid() : 0;
     return 0;
  out_fd:
     {
@@ -343,6 +366,8 @@ static int read_page(const struct vperfctr *self, struct hwperfd_vperfctr_state 
     unsigned i;
     int cstatus;
 
+    if (!perfctr->page_asked)
+	map_own_page(perfctr);
     if (perfctr->page.page == NULL || perfctr->tid != current_tid()) {
 	errno = ENOENT;
 	return -1;

@@ -115,6 +115,7 @@ def test_pages_go_with_unlink_close_and_thread_exit(intel, perfctr_programs):
     assert os.path.exists(second) and second != path
     step(proc, "join", "joined")
     assert gone(second), "the exited thread's page is still there"
+    assert "page=ok" in step(proc, "read", "read")  # mapped by the thread's first read of its own counters
     assert step(proc, "unlink", "unlink") == "unlink ok\n"
     assert gone(path, 0), "the unlinked vperfctr's page is still there"
     assert "page=ESTALE" in step(proc, "read", "read")  # marked dead for the reader that had it mapped
