@@ -364,6 +364,8 @@ class VperfctrReads:
     clock: str
     page_ns: list[float] = field(default_factory=list)  # per-round medians
     ioctl_ns: list[float] = field(default_factory=list)
+    reg_ns: list[float] = field(default_factory=list)  # a thread's registration, as PAPI makes it
+    reg_cpu_ns: list[float] = field(default_factory=list)  # the daemon's CPU per registration
 
 
 def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
@@ -403,6 +405,22 @@ def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
                 log(f"  round {r + 1}  {server.name:24s} page {values['page_ns']:6.0f} ns (p99 "
                     f"{values['page_p99_ns']:6.0f})  ioctl {values['ioctl_ns'] / 1000:6.1f} us (p99 "
                     f"{values['ioctl_p99_ns'] / 1000:6.1f})")
+                # A thread's registration (PAPI's, at every thread it meets),
+                # and what it costs the daemon's CPU.
+                regs = max(100, args.calls // 10)
+                before = cpu_ns(server.process.pid)
+                done = subprocess.run([str(client), "-r", str(regs), "-w", str(max(10, regs // 10))],
+                                      capture_output=True, text=True, preexec_fn=preexec, timeout=600,
+                                      env={**os.environ, "HWPERFD_MOUNT": str(server.mount)})
+                spent = cpu_ns(server.process.pid) - before
+                match = RESULT.search(done.stdout)
+                if done.returncode != 0 or not match:
+                    raise RuntimeError(f"registrations against {server.name} failed:\n{done.stdout}{done.stderr}")
+                values = {k: float(v) for k, v in (kv.split("=") for kv in match.group(1).split())}
+                res.reg_ns.append(values["reg_ns"])
+                res.reg_cpu_ns.append(spent / (regs + max(10, regs // 10)))
+                log(f"  round {r + 1}  {server.name:24s} registration {values['reg_ns'] / 1000:6.1f} us (p99 "
+                    f"{values['reg_p99_ns'] / 1000:6.1f}), daemon CPU {res.reg_cpu_ns[-1] / 1000:6.1f} us each")
         results = [res for _, res in servers]
     return results
 
@@ -738,6 +756,10 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
             page, ioctl = med(v.page_ns), med(v.ioctl_ns)
             lines.append(f"  {v.clock:6s} clock: page {page:6.0f} ns ({'PASS' if page <= PAGE_TARGET_US * 1000 else 'MISS'}),"
                          f" VPERFCTR_READ_STATE round trip {ioctl / 1000:.1f} us: ioctl / page {ioctl / page:.0f}x")
+            if v.reg_ns:
+                reg, cpu = med(v.reg_ns), med(v.reg_cpu_ns)
+                lines.append(f"  {v.clock:6s} clock: a thread's registration (vperfctr_open, control, unlink, close) "
+                             f"{reg / 1000:.0f} us, {reg / ioctl:.1f} read round trips; daemon CPU {cpu / 1000:.0f} us")
     for r in idle:
         lines.append(f"idle load, {r.clock} clock: {r.procs} idle processes with counters enabled: "
                      f"daemon CPU {r.cpu:.2f}% of one core, RSS {r.rss / 1024:.1f} MiB "
@@ -829,6 +851,13 @@ def figures(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
             f"VPERFCTR_READ_STATE {ioctl / 1000:.1f} us", f"ioctl / page {ioctl / page:.0f}x",
             f"<= {PAGE_TARGET_US:g} us", passes(page <= PAGE_TARGET_US * 1000),
         ))  # fmt: skip
+        if v.reg_ns:
+            reg, cpu = med(v.reg_ns), med(v.reg_cpu_ns)
+            rows.append(Figure(
+                f"a thread's perfctr registration as PAPI makes it (open, control, unlink, close), {v.clock} clock",
+                f"{reg / 1000:.0f} us (daemon CPU {cpu / 1000:.0f} us)", f"VPERFCTR_READ_STATE {ioctl / 1000:.1f} us",
+                f"{reg / ioctl:.1f} read round trips",
+            ))  # fmt: skip
     for r in idle:
         rows.append(Figure(
             f"daemon CPU, {r.procs} idle processes counting, {r.clock} clock", f"{r.cpu:.2f}% of one core",

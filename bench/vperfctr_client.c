@@ -5,12 +5,19 @@
  * round trip).
  *
  *     vperfctr_client [-n CALLS] [-w WARMUP]      (HWPERFD_MOUNT names the mount)
+ *     vperfctr_client -r REGISTRATIONS [-w WARMUP]
  *
  * Opens a vperfctr on itself (the TSC and two a-mode counters of a Core 2
  * or K8), then per kind WARMUP untimed and CALLS timed reads, each timed
  * with clock_gettime(CLOCK_MONOTONIC).  Output: one machine-readable line
  *
  *     RESULT page_ns=.. page_p99_ns=.. ioctl_ns=.. ioctl_p99_ns=..
+ *
+ * With -r, times instead what PAPI does for each thread it registers and
+ * unregisters: vperfctr_open, a TSC-only vperfctr_control, vperfctr_unlink,
+ * vperfctr_close, REGISTRATIONS times after WARMUP untimed ones:
+ *
+ *     RESULT reg_ns=.. reg_p99_ns=..
  *
  * Exit status 0 only if every read succeeded and every page read served.
  */
@@ -37,6 +44,46 @@ static unsigned long long now_ns(void)
     return (unsigned long long)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+/* One thread's registration and unregistration as PAPI's perfctr component
+   makes them (_perfctr_init_thread, _perfctr_shutdown_thread). */
+static int registration(void)
+{
+    struct vperfctr *perfctr = vperfctr_open();
+    struct vperfctr_control control;
+
+    if (perfctr == NULL)
+	return -1;
+    memset(&control, 0, sizeof control);
+    control.cpu_control.tsc_on = 1;
+    if (vperfctr_control(perfctr, &control) < 0 || vperfctr_unlink(perfctr) < 0) {
+	vperfctr_close(perfctr);
+	return -1;
+    }
+    vperfctr_close(perfctr);
+    return 0;
+}
+
+static int registrations(long n, long warmup)
+{
+    unsigned long long *times = malloc(n * sizeof *times), t;
+    long i;
+
+    if (times == NULL)
+	return 1;
+    for (i = 0; i < warmup + n; i++) {
+	t = now_ns();
+	if (registration() < 0) {
+	    perror("registration");
+	    return 1;
+	}
+	if (i >= warmup)
+	    times[i - warmup] = now_ns() - t;
+    }
+    qsort(times, n, sizeof *times, cmp_u64);
+    printf("RESULT reg_ns=%llu reg_p99_ns=%llu\n", times[n / 2], times[n * 99 / 100]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long calls = 10000, warmup = 1000, i;
@@ -48,16 +95,22 @@ int main(int argc, char **argv)
     struct hwperfd_vperfctr_state state;
     unsigned long long *page, *direct, t;
 
-    while ((opt = getopt(argc, argv, "n:w:")) != -1) {
+    long regs = 0;
+
+    while ((opt = getopt(argc, argv, "n:w:r:")) != -1) {
 	if (opt == 'n')
 	    calls = atol(optarg);
 	else if (opt == 'w')
 	    warmup = atol(optarg);
+	else if (opt == 'r')
+	    regs = atol(optarg);
 	else
 	    return 2;
     }
-    if (calls < 1 || warmup < 0)
+    if (calls < 1 || warmup < 0 || regs < 0)
 	return 2;
+    if (regs > 0)
+	return registrations(regs, warmup);
     self = vperfctr_open();
     fd = _vperfctr_open(0);	/* the same vperfctr, for reads through the daemon */
     if (self == NULL || fd < 0 || vperfctr_info(self, &info) < 0) {
