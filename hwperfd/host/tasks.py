@@ -33,10 +33,15 @@ def read_task(tid: int) -> Task | None:
     if tid <= 0:
         return None
     try:
-        with open(f"/proc/{tid}/status", "rb") as f:
-            status = f.read()
+        fd = os.open(f"/proc/{tid}/status", os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, ProcessLookupError):
         return None
+    try:
+        status = os.read(fd, 8192)  # the whole file (about 1.5 kB): one read, no buffering's tty probe
+    except ProcessLookupError:
+        return None
+    finally:
+        os.close(fd)
     fields: dict[bytes, list[bytes]] = {}
     for line in status.splitlines():
         key, _, value = line.partition(b":")
