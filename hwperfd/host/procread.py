@@ -69,6 +69,16 @@ _NEVER_BLOCK = frozenset({"status", "schedstat", "comm", "children"})
 #: FUSE boundary sets it for each request that names its caller.
 caller: contextvars.ContextVar[int] = contextvars.ContextVar("procread_caller", default=0)
 
+#: The calling thread's own stat and schedstat, as read during the request
+#: being served (None: not kept).  The caller waits in its request until the
+#: reply (FUSE holds it through any signal but a fatal one), so neither can
+#: move meanwhile: each is read once a request, where a thread's first
+#: vperfctr call read its stat five times and its schedstat four.
+request_reads: contextvars.ContextVar[dict[str, bytes] | None] = contextvars.ContextVar(
+    "procread_request_reads", default=None
+)
+_OWN_FILES = frozenset({"stat", "schedstat"})
+
 
 class Stalled(BlockingIOError):
     """The process is stuck where its /proc files wait for it (EAGAIN)."""
@@ -280,9 +290,28 @@ _pool = _Pool()
 def read(path: str, dir_fd: int | None = None) -> bytes:
     """Whole content of a /proc file, with a deadline where it can wait on
     another process (``Stalled``, EAGAIN, past it)."""
+    kept = request_reads.get()
+    if kept is not None and dir_fd is None:
+        data = kept.get(path)
+        if data is None:
+            data = _read_direct(path, None) if not may_block(path, None) else _pool.read(path, None)
+            if _callers_own(path):
+                kept[path] = data
+        return data
     if not may_block(path, dir_fd):
         return _read_direct(path, dir_fd)
     return _pool.read(path, dir_fd)
+
+
+def _callers_own(path: str) -> bool:
+    """``/proc/<pid>/task/<tid>/stat`` or ``schedstat`` of the calling thread
+    (not ``/proc/<pid>/stat``: a process's sums move with its other threads)."""
+    parts = path.split("/")
+    tid = caller.get()
+    return (
+        tid != 0 and len(parts) == 6 and parts[1] == "proc" and parts[3] == "task"
+        and parts[4] == str(tid) and parts[5] in _OWN_FILES
+    )  # fmt: skip
 
 
 def stalled() -> dict[int, int]:

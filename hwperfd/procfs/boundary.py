@@ -111,6 +111,7 @@ def _wrap_ioctl(method: Callable) -> Callable:
                 flags: int, pid: int, uid: int, gid: int) -> tuple[int, bytes]:  # fmt: skip
         token = lograte.client_uid.set(uid)
         caller = procread.caller.set(pid)
+        reads = procread.request_reads.set({})
         try:
             return method(self, ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid)
         except OSError as exc:
@@ -120,6 +121,7 @@ def _wrap_ioctl(method: Callable) -> Callable:
         except Exception as exc:  # noqa: BLE001 - the point: no exception leaves a request
             raise OSError(answer(f"ioctl {cmd:#x}", exc), os.strerror(errno.EIO)) from None
         finally:
+            procread.request_reads.reset(reads)
             procread.caller.reset(caller)
             lograte.client_uid.reset(token)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 
 import pytest
@@ -102,3 +103,36 @@ def test_a_stat_of_the_thread_a_request_is_for_is_read_without_a_worker(monkeypa
         procread.caller.reset(token)
     procread.read(f"/proc/{caller}/stat")  # no request: a worker's
     assert to_workers[-1] == f"/proc/{caller}/stat"
+
+
+def _burn(ns: int) -> None:
+    until = time.thread_time_ns() + ns
+    while time.thread_time_ns() < until:
+        pass
+
+
+def test_the_calling_threads_own_stat_and_schedstat_are_read_once_a_request():
+    """The caller waits in its request, so its own stat and schedstat are
+    what they were at the request's first read of them: read once, however
+    many layers ask.  Its process's stat (the sums of every thread) and the
+    next request are read anew."""
+    pid, tid = os.getpid(), threading.get_native_id()
+    own = f"/proc/{pid}/task/{tid}/schedstat"
+    caller, reads = procread.caller.set(tid), procread.request_reads.set({})
+    try:
+        first = procread.read(own)
+        whole = procread.read(f"/proc/{pid}/stat")
+        _burn(30_000_000)  # past several ticks: schedstat and stat move
+        assert procread.read(own) == first
+        assert procread.read(f"/proc/{pid}/stat") != whole
+    finally:
+        procread.request_reads.reset(reads)
+        procread.caller.reset(caller)
+    assert procread.read(own) != first  # outside the request: read anew
+    reads = procread.request_reads.set({})
+    try:  # a request with no caller keeps nothing
+        before = procread.read(own)
+        _burn(30_000_000)
+        assert procread.read(own) != before
+    finally:
+        procread.request_reads.reset(reads)
