@@ -72,8 +72,8 @@ caller: contextvars.ContextVar[int] = contextvars.ContextVar("procread_caller", 
 #: The calling thread's own stat and schedstat, as read during the request
 #: being served (None: not kept).  The caller waits in its request until the
 #: reply (FUSE holds it through any signal but a fatal one), so neither can
-#: move meanwhile: each is read once a request, where a thread's first
-#: vperfctr call read its stat five times and its schedstat four.
+#: move meanwhile: each is read once a request, where the three calls of a
+#: PAPI thread registration read its stat and its schedstat five times each.
 request_reads: contextvars.ContextVar[dict[str, bytes] | None] = contextvars.ContextVar(
     "procread_request_reads", default=None
 )
