@@ -366,6 +366,8 @@ class VperfctrReads:
     ioctl_ns: list[float] = field(default_factory=list)
     reg_ns: list[float] = field(default_factory=list)  # a thread's registration, as PAPI makes it
     reg_cpu_ns: list[float] = field(default_factory=list)  # the daemon's CPU per registration
+    region_sleep_ns: list[float] = field(default_factory=list)  # two threads' registrations per region,
+    region_spin_ns: list[float] = field(default_factory=list)  # barrier sleeping / spinning (omptough's shape)
 
 
 def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
@@ -421,6 +423,19 @@ def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
                 res.reg_cpu_ns.append(spent / (regs + max(10, regs // 10)))
                 log(f"  round {r + 1}  {server.name:24s} registration {values['reg_ns'] / 1000:6.1f} us (p99 "
                     f"{values['reg_p99_ns'] / 1000:6.1f}), daemon CPU {res.reg_cpu_ns[-1] / 1000:6.1f} us each")
+                # Two threads registering at each parallel region, meeting at a
+                # barrier that sleeps or spins (libgomp's default): free
+                # placement, as an OpenMP program's threads run.
+                for spin, kept in ((False, res.region_sleep_ns), (True, res.region_spin_ns)):
+                    argv = [str(client), "-p", str(max(50, args.calls // 20)), *(["-s"] if spin else [])]
+                    done = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                                          env={**os.environ, "HWPERFD_MOUNT": str(server.mount)})
+                    match = RESULT.search(done.stdout)
+                    if done.returncode != 0 or not match:
+                        raise RuntimeError(f"regions against {server.name} failed:\n{done.stdout}{done.stderr}")
+                    kept.append(float(match.group(1).split("=")[1]))
+                log(f"  round {r + 1}  {server.name:24s} region of two registrations: barrier sleeping "
+                    f"{res.region_sleep_ns[-1] / 1e6:6.2f} ms, spinning {res.region_spin_ns[-1] / 1e6:6.2f} ms")
         results = [res for _, res in servers]
     return results
 
@@ -760,6 +775,10 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
                 reg, cpu = med(v.reg_ns), med(v.reg_cpu_ns)
                 lines.append(f"  {v.clock:6s} clock: a thread's registration (vperfctr_open, control, unlink, close) "
                              f"{reg / 1000:.0f} us, {reg / ioctl:.1f} read round trips; daemon CPU {cpu / 1000:.0f} us")
+            if v.region_sleep_ns:
+                sleep, spin = med(v.region_sleep_ns), med(v.region_spin_ns)
+                lines.append(f"  {v.clock:6s} clock: two threads registering at each parallel region: barrier sleeping "
+                             f"{sleep / 1e6:.2f} ms per region, spinning {spin / 1e6:.2f} ms ({spin / sleep:.1f}x)")
     for r in idle:
         lines.append(f"idle load, {r.clock} clock: {r.procs} idle processes with counters enabled: "
                      f"daemon CPU {r.cpu:.2f}% of one core, RSS {r.rss / 1024:.1f} MiB "
@@ -857,6 +876,12 @@ def figures(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
                 f"a thread's perfctr registration as PAPI makes it (open, control, unlink, close), {v.clock} clock",
                 f"{reg / 1000:.0f} us (daemon CPU {cpu / 1000:.0f} us)", f"VPERFCTR_READ_STATE {ioctl / 1000:.1f} us",
                 f"{reg / ioctl:.1f} read round trips",
+            ))  # fmt: skip
+        if v.region_sleep_ns:
+            sleep, spin = med(v.region_sleep_ns), med(v.region_spin_ns)
+            rows.append(Figure(
+                f"two threads registering at each parallel region (omptough's shape), spinning, {v.clock} clock",
+                f"{spin / 1e6:.2f} ms per region", f"barrier sleeping {sleep / 1e6:.2f} ms", f"{spin / sleep:.1f}x",
             ))  # fmt: skip
     for r in idle:
         rows.append(Figure(

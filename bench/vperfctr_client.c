@@ -6,6 +6,7 @@
  *
  *     vperfctr_client [-n CALLS] [-w WARMUP]      (HWPERFD_MOUNT names the mount)
  *     vperfctr_client -r REGISTRATIONS [-w WARMUP]
+ *     vperfctr_client -p REGIONS [-s]
  *
  * Opens a vperfctr on itself (the TSC and two a-mode counters of a Core 2
  * or K8), then per kind WARMUP untimed and CALLS timed reads, each timed
@@ -19,9 +20,18 @@
  *
  *     RESULT reg_ns=.. reg_p99_ns=..
  *
+ * With -p, two threads register and unregister once in each of REGIONS
+ * parallel regions, as PAPI's omptough does, and meet at a barrier after
+ * each: one that sleeps (OMP_WAIT_POLICY=passive), or with -s one that spins
+ * as libgomp's team does by default.  Each thread keeps its own place on the
+ * CPUs the scheduler gives it.
+ *
+ *     RESULT region_ns=..   (wall time per region)
+ *
  * Exit status 0 only if every read succeeded and every page read served.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +94,62 @@ static int registrations(long n, long warmup)
     return 0;
 }
 
+/* The regions' barrier: pthread's sleeps, the spinning one busy-waits on a
+   generation count. */
+static pthread_barrier_t sleeping;
+static int spin, arrived, generation;
+static long regions_left;
+
+static void meet(void)
+{
+    if (!spin) {
+	pthread_barrier_wait(&sleeping);
+	return;
+    }
+    int gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    if (__atomic_add_fetch(&arrived, 1, __ATOMIC_ACQ_REL) == 2) {
+	__atomic_store_n(&arrived, 0, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+	return;
+    }
+    while (__atomic_load_n(&generation, __ATOMIC_ACQUIRE) == gen)
+	;
+}
+
+static void *region_thread(void *arg)
+{
+    long i, *failed = arg;
+
+    for (i = 0; i < regions_left; i++) {
+	if (registration() < 0)
+	    *failed = errno;
+	meet();
+    }
+    return NULL;
+}
+
+static int regions(long n)
+{
+    pthread_t other;
+    long failed[2] = {0, 0};
+    unsigned long long t;
+
+    regions_left = n;
+    pthread_barrier_init(&sleeping, NULL, 2);
+    t = now_ns();
+    if (pthread_create(&other, NULL, region_thread, &failed[1]) != 0)
+	return 1;
+    region_thread(&failed[0]);
+    pthread_join(other, NULL);
+    t = now_ns() - t;
+    if (failed[0] || failed[1]) {
+	fprintf(stderr, "registration: %s\n", strerror((int)(failed[0] ? failed[0] : failed[1])));
+	return 1;
+    }
+    printf("RESULT region_ns=%llu\n", t / (unsigned long long)n);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long calls = 10000, warmup = 1000, i;
@@ -95,20 +161,26 @@ int main(int argc, char **argv)
     struct hwperfd_vperfctr_state state;
     unsigned long long *page, *direct, t;
 
-    long regs = 0;
+    long regs = 0, nregions = 0;
 
-    while ((opt = getopt(argc, argv, "n:w:r:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:w:r:p:s")) != -1) {
 	if (opt == 'n')
 	    calls = atol(optarg);
 	else if (opt == 'w')
 	    warmup = atol(optarg);
 	else if (opt == 'r')
 	    regs = atol(optarg);
+	else if (opt == 'p')
+	    nregions = atol(optarg);
+	else if (opt == 's')
+	    spin = 1;
 	else
 	    return 2;
     }
-    if (calls < 1 || warmup < 0 || regs < 0)
+    if (calls < 1 || warmup < 0 || regs < 0 || nregions < 0)
 	return 2;
+    if (nregions > 0)
+	return regions(nregions);
     if (regs > 0)
 	return registrations(regs, warmup);
     self = vperfctr_open();
