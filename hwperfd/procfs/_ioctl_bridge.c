@@ -279,12 +279,24 @@ follow_on(struct fuse_session *se)
     long long deadline = monotonic_ns() + linger_budget_ns;
     int fd = fuse_session_fd(se);
 
+    /* The next request is first read without waiting: on one CPU the caller
+     * has run since the reply (its wake-up preempts the daemon) and queued
+     * it, so a wait on the fd would only return at once.  The fd goes back to
+     * blocking before pyfuse3 reads it again. */
+    int flags = fcntl(fd, F_GETFL);
+    int nonblocking = flags >= 0 && !(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+
     lingering = 1;
     while (!fuse_session_exited(se) && !interrupted) {
         long long left = deadline - monotonic_ns();
-        if (left <= 0 || !fuse_fd_ready(fd, left < linger_window_ns ? left : linger_window_ns))
+        if (left <= 0)
             break;
-        int res = fuse_session_receive_buf(se, &follow_buf);
+        int res = nonblocking ? fuse_session_receive_buf(se, &follow_buf) : -EAGAIN;
+        if (res == -EAGAIN) {
+            if (!fuse_fd_ready(fd, left < linger_window_ns ? left : linger_window_ns))
+                break;
+            res = fuse_session_receive_buf(se, &follow_buf);
+        }
         if (res <= 0) { /* EINTR/EAGAIN: pyfuse3's loop reads again; 0: exited */
             fast_news_known = 0;
             break;
@@ -298,6 +310,8 @@ follow_on(struct fuse_session *se)
     }
     fast_news_known = 0;
     lingering = 0;
+    if (nonblocking)
+        fcntl(fd, F_SETFL, flags);
 }
 
 static void

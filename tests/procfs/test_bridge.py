@@ -302,6 +302,29 @@ def test_back_to_back_ioctls_are_answered_inline(lingering_fs, client):
     assert after - before > 2500
 
 
+def fuse_fd_flags(pid: int) -> list[int]:
+    """The open flags of each /dev/fuse descriptor of process ``pid``."""
+    flags = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    flags.append(int(f.read().split("flags:")[1].split()[0], 8))
+    return flags
+
+
+def test_the_fuse_fd_is_blocking_again_after_each_burst(lingering_fs, client):
+    """A burst reads the next request without waiting (O_NONBLOCK) and puts
+    the fd back as it was: pyfuse3's loop reads it after epoll said it is
+    readable, and takes EAGAIN for an error that ends the session."""
+    for _ in range(3):
+        subprocess.run([str(client), str(lingering_fs.node), "bench", "2000"], capture_output=True,
+                       text=True, timeout=60, check=True)
+        flags = fuse_fd_flags(lingering_fs.process.pid)
+        assert flags and not any(f & os.O_NONBLOCK for f in flags), flags
+    assert stats(lingering_fs.node)[0] > 0  # the bursts happened
+
+
 def test_no_follow_ons_unless_asked(fs, client):
     subprocess.run([str(client), str(fs.node), "bench", "2000"], capture_output=True,
                    text=True, timeout=60, check=True)
