@@ -46,8 +46,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="real: host CPU time drives the counters; manual: time moves only when written to <mount>/control",
     )  # fmt: skip
     parser.add_argument(
-        "--linger", type=int, default=100, metavar="USEC",
-        help="after an ioctl, wait up to USEC on the FUSE device to answer the next one at once (0: off; default 100)",
+        "--linger", type=int, default=2000, metavar="USEC",
+        help="after an ioctl, wait up to USEC on the FUSE device to answer the next one at once, within the burst's "
+        "2 ms (0: off; default 2000, the burst's end)",
     )  # fmt: skip
     parser.add_argument(
         "--event-buffer", type=int, default=32 << 20, metavar="BYTES",
