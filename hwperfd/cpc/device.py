@@ -215,7 +215,7 @@ class CpcDevice:
     def __call__(self, cmd: int, data: bytes, caller: Caller) -> tuple[int, bytes]:
         if cmd not in self._calls:
             raise OSError(errno.ENOTTY, f"unknown ioctl {cmd:#010x} on cpc")
-        if len(data) < abi.CPC_IO_SIZE:
+        if len(data) < (abi.CPC_IO_SIZE if cmd == abi.HWPERFD_CPCIO_BIND else abi.CPC_IO_HEAD_SIZE):
             raise OSError(errno.EINVAL, "short hwperfd_cpc_io")
         head = abi.CPC_IO_HEAD_SIZE
         io = abi.parse_head(data)
@@ -242,8 +242,8 @@ class CpcDevice:
             io.ci_error = errno.EINVAL
         if timed:
             io.ci_preset = self._left_ns(caller)
-        # The head alone: FUSE copies back only what the answer holds, so the
-        # caller's requests stay as it sent them, and 3 200 bytes fewer cross.
+        # The head alone: FUSE copies back only what the answer holds, so a
+        # bind's requests stay as the caller sent them.
         return 0, abi.build_head(io)
 
     def _overflow_first(self, cmd: int, io: Any, caller: Caller) -> bool:

@@ -45,20 +45,23 @@ class CpcNode:
         self.page_sources = (self.pages, self.cpu_pages)
         self._state_pages = mount.state_pages
         self._holder = lambda: kernel.cpus.reservation.holder
-        # Its ioctl table (<hwperfd/cpc.h>): every call carries a hwperfd_cpc_io.
-        io = abi.cpc_io
+        # Its ioctl table (<sys/cpc_impl.h>): a bind carries a hwperfd_cpc_io,
+        # every other call its head.
+        io, head = abi.cpc_io, abi.cpc_io_head
         self.table: dict[int, Command] = {
             abi.HWPERFD_CPCIO_BIND: Command(self._call, _BINDS, "HWPERFD_CPCIO_BIND", io, refused=PAGE),
-            abi.HWPERFD_CPCIO_SAMPLE: Command(self._call, 0, "HWPERFD_CPCIO_SAMPLE", io),
-            abi.HWPERFD_CPCIO_RELE: Command(self._call, _BINDS, "HWPERFD_CPCIO_RELE", io, refused=PAGE),
-            abi.HWPERFD_CPCIO_PRESET: Command(self._call, _SETS, "HWPERFD_CPCIO_PRESET", io, refused=PAGE),
-            abi.HWPERFD_CPCIO_RESTART: Command(self._call, _SETS, "HWPERFD_CPCIO_RESTART", io, refused=PAGE),
-            abi.HWPERFD_CPCIO_ENABLE: Command(self._call, _SETS, "HWPERFD_CPCIO_ENABLE", io, refused=PAGE),
-            abi.HWPERFD_CPCIO_DISABLE: Command(self._call, _SETS, "HWPERFD_CPCIO_DISABLE", io, refused=PAGE),
+            abi.HWPERFD_CPCIO_SAMPLE: Command(self._call, 0, "HWPERFD_CPCIO_SAMPLE", head),
+            abi.HWPERFD_CPCIO_RELE: Command(self._call, _BINDS, "HWPERFD_CPCIO_RELE", head, refused=PAGE),
+            abi.HWPERFD_CPCIO_PRESET: Command(self._call, _SETS, "HWPERFD_CPCIO_PRESET", head, refused=PAGE),
+            abi.HWPERFD_CPCIO_RESTART: Command(self._call, _SETS, "HWPERFD_CPCIO_RESTART", head, refused=PAGE),
+            abi.HWPERFD_CPCIO_ENABLE: Command(self._call, _SETS, "HWPERFD_CPCIO_ENABLE", head, refused=PAGE),
+            abi.HWPERFD_CPCIO_DISABLE: Command(self._call, _SETS, "HWPERFD_CPCIO_DISABLE", head, refused=PAGE),
             structs.HWPERFD_PIOCSTATEPAGE: Command(self._state_page, 0, "HWPERFD_PIOCSTATEPAGE", STATEPAGE),
         }
 
     def ioctl(self, call: Call, changed: Changed) -> Reply:
+        if call.cmd in abi.WHOLE_IO_CALLS:  # a head-only call sent with the whole struct
+            call = call._replace(cmd=abi.WHOLE_IO_CALLS[call.cmd], data=call.data[: abi.CPC_IO_HEAD_SIZE])
         try:
             reply = dispatch(self.table, call, changed, pages=self._own_pages, holder=self._holder)
             if call.cmd == abi.HWPERFD_CPCIO_SAMPLE and self._own_sample(call, reply):
@@ -116,7 +119,7 @@ class CpcNode:
 
     def _call(self, call: Call) -> Reply:
         reply = self.device(call.cmd, call.data, Caller(call.pid, call.uid, call.gid, call.fh))
-        if self.device.threads is not None and len(call.data) >= abi.CPC_IO_SIZE:
+        if self.device.threads is not None and len(call.data) >= abi.CPC_IO_HEAD_SIZE:
             io = abi.parse_head(call.data)
             if io.ci_target == abi.HWPERFD_CPC_PCTX and io.ci_pid > 0:  # cpc_bind_pctx's LWP: its record too
                 self.device.threads.touched.add(self.device.lwp_tid(int(io.ci_pid), int(io.ci_id)))

@@ -94,8 +94,8 @@ enum {
 #define VPERFCTR_NR 18
 #define PCTR_NUM 4
 #define CPC_MAXREQS 8
-#define CPC_IO_SIZE 3328
-/* hwperfd_cpc_io's head (structs/cpc.py; include/sys/cpc_impl.h). */
+#define CPC_IO_SIZE 3328 /* the whole hwperfd_cpc_io, which a sample may come with */
+/* hwperfd_cpc_io's head, all that a sample carries (structs/cpc.py; include/sys/cpc_impl.h). */
 struct cpc_io_head {
     int32_t ci_error, ci_subcode;
     uint32_t ci_target, ci_flags;
@@ -107,6 +107,7 @@ struct cpc_io_head {
     uint64_t ci_tick;
     uint64_t ci_data[CPC_MAXREQS];
 };
+_Static_assert(sizeof(struct cpc_io_head) == 128, "HWPERFD_CPC_HEAD_SIZE");
 struct fast_entry {
     int used;
     int listed;                     /* its place in fast_used */
@@ -514,7 +515,7 @@ fast_answer(fuse_req_t req, fuse_ino_t ino, uint64_t fh, unsigned cmd, const voi
          * sample fills it (hwperfd/cpc/device.py), and only the head - FUSE
          * copies back what the answer holds, the requests stay the caller's. */
         struct cpc_io_head head;
-        if (in_bufsz != CPC_IO_SIZE || out_bufsz != CPC_IO_SIZE)
+        if ((in_bufsz != sizeof head && in_bufsz != CPC_IO_SIZE) || out_bufsz != in_bufsz)
             return 0;
         memcpy(&head, in_buf, sizeof head);
         if (head.ci_target != 0 || head.ci_flags != 0 || head.ci_preset != 0)

@@ -4,14 +4,15 @@
  *
  * The public values are Solaris's.  Solaris's library reached the kernel
  * through the cpc system call and CPCIO_* ioctls that carried pointers; a
- * FUSE server follows no pointer, so hwperfd's libcpc sends one fixed-size
- * struct hwperfd_cpc_io both ways, and the reply carries the errno and the
- * error subcode.  The transport is private to libcpc: programs use
+ * FUSE server follows no pointer, so hwperfd's libcpc sends a struct
+ * hwperfd_cpc_io both ways (a bind all of it, every other call its head),
+ * and the reply carries the errno and the error subcode.  The transport is private to libcpc: programs use
  * <libcpc.h>.  structs/cpc.py mirrors this file.
  */
 #ifndef _SYS_CPC_IMPL_H
 #define _SYS_CPC_IMPL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/types.h>
@@ -131,13 +132,22 @@ struct hwperfd_cpc_io {
 	struct hwperfd_cpc_req ci_req[HWPERFD_CPC_MAXREQS];	/* bind */
 };
 
+/*
+ * A bind carries the whole struct; every other call only its head, what
+ * precedes ci_req (the daemon answers every call with the head alone, and
+ * takes any of them with the whole struct too).
+ */
+#define	HWPERFD_CPC_HEAD_SIZE	offsetof(struct hwperfd_cpc_io, ci_req)
+#define	HWPERFD_CPC_HEAD_IOWR(nr) \
+	_IOC(_IOC_READ | _IOC_WRITE, 'C', (nr), HWPERFD_CPC_HEAD_SIZE)
+
 #define	HWPERFD_CPCIO_BIND	_IOWR('C', 1, struct hwperfd_cpc_io)
-#define	HWPERFD_CPCIO_SAMPLE	_IOWR('C', 2, struct hwperfd_cpc_io)
-#define	HWPERFD_CPCIO_RELE	_IOWR('C', 3, struct hwperfd_cpc_io)
-#define	HWPERFD_CPCIO_PRESET	_IOWR('C', 4, struct hwperfd_cpc_io)
-#define	HWPERFD_CPCIO_RESTART	_IOWR('C', 5, struct hwperfd_cpc_io)
-#define	HWPERFD_CPCIO_ENABLE	_IOWR('C', 6, struct hwperfd_cpc_io)
-#define	HWPERFD_CPCIO_DISABLE	_IOWR('C', 7, struct hwperfd_cpc_io)
+#define	HWPERFD_CPCIO_SAMPLE	HWPERFD_CPC_HEAD_IOWR(2)
+#define	HWPERFD_CPCIO_RELE	HWPERFD_CPC_HEAD_IOWR(3)
+#define	HWPERFD_CPCIO_PRESET	HWPERFD_CPC_HEAD_IOWR(4)
+#define	HWPERFD_CPCIO_RESTART	HWPERFD_CPC_HEAD_IOWR(5)
+#define	HWPERFD_CPCIO_ENABLE	HWPERFD_CPC_HEAD_IOWR(6)
+#define	HWPERFD_CPCIO_DISABLE	HWPERFD_CPC_HEAD_IOWR(7)
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,8 @@
  * As on Solaris, sets, requests and buffers live here in the client; the
  * daemon (<mount>/cpc) checks a packed set when it is bound, counts, and
  * answers samples.  Every call to the daemon is one HWPERFD_CPCIO_* ioctl
- * carrying struct hwperfd_cpc_io; the reply holds the errno and the error
+ * carrying struct hwperfd_cpc_io (all of it for a bind, its head for the
+ * rest: <sys/cpc_impl.h>); the reply holds the errno and the error
  * subcode, which goes to the error handler (cpc_seterrhndlr(3CPC)) or, with
  * none, to stderr as "libcpc: FUNCTION: MESSAGE", Solaris's messages.
  *
@@ -274,7 +275,7 @@ static void ovf_look(int fd)
 	struct hwperfd_cpc_io io;
 	unsigned gen = ovf_self.gen;
 
-	memset(&io, 0, sizeof io);
+	memset(&io, 0, HWPERFD_CPC_HEAD_SIZE);	/* a head-only call */
 	io.ci_target = HWPERFD_CPC_LWP;
 	io.ci_preset = HWPERFD_CPC_LOOK;	/* timed, and never made again */
 	if (ioctl(fd, HWPERFD_CPCIO_SAMPLE, &io) == 0 && io.ci_error == 0)
@@ -1053,7 +1054,7 @@ static int lwp_call(cpc_t *cpc, unsigned long cmd, int index, uint64_t preset)
 {
 	struct hwperfd_cpc_io io;
 
-	memset(&io, 0, sizeof io);
+	memset(&io, 0, HWPERFD_CPC_HEAD_SIZE);	/* a head-only call */
 	io.ci_target = HWPERFD_CPC_LWP;
 	io.ci_index = index;
 	io.ci_preset = preset;
@@ -1071,7 +1072,7 @@ int cpc_set_restart(cpc_t *cpc, cpc_set_t *set)
 	unsigned gen;
 
 	(void) set;
-	memset(&io, 0, sizeof io);
+	memset(&io, 0, HWPERFD_CPC_HEAD_SIZE);	/* a head-only call */
 	io.ci_target = HWPERFD_CPC_LWP;
 	ovf_timed(&io);
 	ovf_hold();
@@ -1126,7 +1127,7 @@ static int unbind(cpc_t *cpc, cpc_set_t *set)
 		errno = EINVAL;
 		return -1;
 	}
-	memset(&io, 0, sizeof io);
+	memset(&io, 0, HWPERFD_CPC_HEAD_SIZE);	/* a head-only call */
 	switch (set->state) {
 	case CS_UNBOUND:
 		errno = EINVAL;
@@ -1174,7 +1175,7 @@ int cpc_set_sample(cpc_t *cpc, cpc_set_t *set, cpc_buf_t *buf)
 		errno = EINVAL;
 		return -1;
 	}
-	memset(&io, 0, sizeof io);
+	memset(&io, 0, HWPERFD_CPC_HEAD_SIZE);	/* a head-only call */
 	switch (set->state) {
 	case CS_BOUND_CURLWP:
 		if (sample_page(set, buf) == 0)

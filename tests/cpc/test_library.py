@@ -248,8 +248,8 @@ def test_garbage_from_a_client_gets_an_errno_and_changes_nothing(intel, driver):
     allowed = {0, errno.EINVAL, errno.EAGAIN, errno.EACCES, errno.ENOTSUP, errno.ESRCH}
     try:
         for i in range(300):
-            cmd = (abi.HWPERFD_CPCIO_BIND, abi.HWPERFD_CPCIO_SAMPLE, abi.HWPERFD_CPCIO_RELE, abi.HWPERFD_CPCIO_PRESET,
-                   abi.HWPERFD_CPCIO_RESTART, abi.HWPERFD_CPCIO_ENABLE, abi.HWPERFD_CPCIO_DISABLE)[i % 7]  # fmt: skip
+            cmds = (abi.HWPERFD_CPCIO_BIND, *abi.HEAD_CALLS, *abi.WHOLE_IO_CALLS)
+            cmd = cmds[i % len(cmds)]
             raw = bytearray(rng.randbytes(abi.CPC_IO_SIZE))
             if i % 3 == 0:  # mostly plausible: small counts, ASCII names
                 raw[:48] = bytes(48)
@@ -290,6 +290,49 @@ def test_a_bind_reads_only_the_sets_requests_and_a_sample_answers_the_rest_uncha
         assert (out.ci_error, out.ci_nreqs, out.ci_data[0]) == (0, 1, events("graduated_instructions", MS))
         assert raw[unused:] == b"\xff" * (len(raw) - unused)
         fcntl.ioctl(fd, abi.HWPERFD_CPCIO_RELE, raw)
+    finally:
+        os.close(fd)
+
+
+def test_every_call_but_a_bind_carries_the_head_alone_and_is_taken_with_the_whole_struct_too(intel):
+    """A sample crosses FUSE as the 128-byte head (its number says so), from
+    a caller whose buffer is no bigger; the same calls sent with the whole
+    hwperfd_cpc_io (as a program linked with another build of libcpc may
+    send them, still running as the daemon is upgraded) answer the same."""
+    assert [cmd >> 16 & 0x3FFF for cmd in abi.HEAD_CALLS] == [abi.CPC_IO_HEAD_SIZE] * 6
+    assert abi.HWPERFD_CPCIO_BIND >> 16 & 0x3FFF == abi.CPC_IO_SIZE
+    req = dict(cr_event="INST_RET", cr_preset=0, cr_flags=abi.CPC_COUNT_USER, cr_nattrs=0,
+               cr_attr=[dict(ka_name="", ka_val=0)] * abi.HWPERFD_CPC_MAXATTRS)  # fmt: skip
+    io = dict(ci_error=0, ci_subcode=0, ci_target=abi.HWPERFD_CPC_LWP, ci_flags=0, ci_pid=0, ci_id=0, ci_index=0,
+              ci_nreqs=1, ci_preset=0, ci_hrtime=0, ci_tick=0, ci_data=[0] * abi.HWPERFD_CPC_MAXREQS,
+              ci_req=[req] * abi.HWPERFD_CPC_MAXREQS)  # fmt: skip
+    whole = {head: number for number, head in abi.WHOLE_IO_CALLS.items()}
+    tid = threading.get_native_id()
+    fd = os.open(intel.path / "cpc", os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_BIND, bytearray(abi.cpc_io.build(io)))
+        intel.control(f"advance-thread {tid} 1ms")
+        head = bytearray(abi.CPC_IO_HEAD_SIZE)  # ci_target 0: the calling LWP
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_SAMPLE, head)
+        raw = bytearray(abi.cpc_io.build(io))
+        fcntl.ioctl(fd, whole[abi.HWPERFD_CPCIO_SAMPLE], raw)
+        a, b = abi.parse_head(bytes(head)), abi.parse_head(bytes(raw))
+        assert (a.ci_error, a.ci_nreqs, a.ci_data[0]) == (0, 1, events("graduated_instructions", MS))
+        assert (b.ci_error, b.ci_nreqs, b.ci_data[0], b.ci_tick) == (0, 1, a.ci_data[0], a.ci_tick)
+        # cpc_enable and cpc_disable refuse a set the LWP bound itself (EINVAL), either way.
+        for cmd, error in ((abi.HWPERFD_CPCIO_DISABLE, errno.EINVAL), (abi.HWPERFD_CPCIO_ENABLE, errno.EINVAL),
+                           (abi.HWPERFD_CPCIO_PRESET, 0), (abi.HWPERFD_CPCIO_RESTART, 0)):  # fmt: skip
+            raw = bytearray(abi.cpc_io.build(io))
+            fcntl.ioctl(fd, whole[cmd], raw)
+            assert abi.parse_head(bytes(raw)).ci_error == error, hex(cmd)
+        intel.control(f"advance-thread {tid} 1ms")
+        head = bytearray(abi.CPC_IO_HEAD_SIZE)
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_SAMPLE, head)
+        assert abi.parse_head(bytes(head)).ci_data[0] == events("graduated_instructions", MS)  # preset 0, restarted
+        fcntl.ioctl(fd, whole[abi.HWPERFD_CPCIO_RELE], bytearray(abi.CPC_IO_SIZE))
+        head = bytearray(abi.CPC_IO_HEAD_SIZE)
+        fcntl.ioctl(fd, abi.HWPERFD_CPCIO_SAMPLE, head)
+        assert abi.parse_head(bytes(head)).ci_error == errno.EINVAL  # released: nothing bound
     finally:
         os.close(fd)
 

@@ -191,10 +191,10 @@ def _cpc_io(flags=abi_cpc.CPC_COUNT_USER, nreqs=1, preset=0):
     return bytearray(abi_cpc.cpc_io.build(io))
 
 
-def sample(fd: int, raw: bytearray) -> tuple:
+def sample(fd: int, raw: bytearray, cmd: int = abi_cpc.HWPERFD_CPCIO_SAMPLE) -> tuple:
     """The sample's answer, but for its hrtime (each answer's own instant)."""
     out = bytearray(raw)
-    fcntl.ioctl(fd, abi_cpc.HWPERFD_CPCIO_SAMPLE, out)
+    fcntl.ioctl(fd, cmd, out)
     head = abi_cpc.parse_head(bytes(out))
     assert out[abi_cpc.CPC_IO_HEAD_SIZE :] == raw[abi_cpc.CPC_IO_HEAD_SIZE :]  # the rest handed back as it came
     return (head.ci_error, head.ci_subcode, head.ci_flags, head.ci_nreqs, head.ci_tick, tuple(head.ci_data))
@@ -218,6 +218,9 @@ def test_cpc_samples_of_the_lwps_own_set_are_answered_in_the_bridge_exactly(inte
         first = sample(cpc_fd, raw)
         assert first[:5] == (0, -1, 0, 1, MS) and first[5][0] == MS * 8 // 10
         in_the_bridge(intel, lambda: sample(cpc_fd, raw), first)
+        # The same sample sent with the whole struct (a libcpc of another build): the same answers, in C too.
+        whole = next(number for number, head in abi_cpc.WHOLE_IO_CALLS.items() if head == abi_cpc.HWPERFD_CPCIO_SAMPLE)
+        in_the_bridge(intel, lambda: sample(cpc_fd, raw, whole), first)
         intel.control(f"advance-thread {threading.get_native_id()} 2ms")
         assert sample(cpc_fd, raw)[4:6] == (3 * MS, (3 * MS * 8 // 10,) + (0,) * 7)
     finally:
