@@ -195,7 +195,10 @@ class Daemon:
         # Set when a request may have armed overflow signals, or a process
         # exited: the periodic tasks sleep on these while they have no work.
         self._controls_changed: trio.Event | None = None
-        self._timer: int | None = None  # the overflow tick's timer descriptor
+        # The overflow tick's timer descriptor; with the alarms, what ends a
+        # burst of ioctls the bridge answers (bridge.linger): a burst never
+        # holds back what falls due.
+        self._timer = timerfd.create()
         self._exits_seen: trio.Event | None = None
         # The last sweep: processes it checked and the daemon's CPU time it took.
         self.swept: tuple[int, int] = (0, 0)
@@ -493,11 +496,15 @@ class Daemon:
             if self.threads.alarmed(pids) + self.kernel.alarmed(pids):
                 self._wake_tick()
 
+    def linger_wakers(self) -> list[int]:
+        """The descriptors that ring when the daemon's own work falls due
+        (the overflow tick's timer, the CPU-clock alarms): each ends a burst
+        of ioctls the bridge answers inline."""
+        return [self._timer] + ([self.alarms.fileno()] if self.alarms is not None else [])
+
     async def _sleep_until(self, deadline_ns: int, woken: trio.Event) -> None:
         """Sleep until ``deadline_ns`` (monotonic) on a timer descriptor, to
         the microsecond, or until ``woken`` is set."""
-        if self._timer is None:
-            self._timer = timerfd.create()
         timer = self._timer
         timerfd.arm(timer, deadline_ns)
         async with trio.open_nursery() as nursery:
@@ -512,6 +519,7 @@ class Daemon:
 
             nursery.start_soon(ring)
             nursery.start_soon(wake)
+        timerfd.disarm(timer)  # woken first: it must not ring, unheard, through the bursts that follow
         timerfd.drain(timer)
 
     async def _refresh_pages(self) -> None:
@@ -958,7 +966,7 @@ def serve(args, mount: str) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: daemon.early_stop.append(signum))
     bridge.install(daemon.answer_ioctl)
-    bridge.linger(args.linger * 1000, LINGER_BUDGET_NS if args.linger else 0)
+    bridge.linger(args.linger * 1000, LINGER_BUDGET_NS if args.linger else 0, daemon.linger_wakers())
     options = set(pyfuse3.default_options)
     options |= {"fsname=hwperfd", "subtype=hwperfd", "allow_other", "default_permissions", "auto_unmount"}
     if args.debug:

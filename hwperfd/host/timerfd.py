@@ -44,6 +44,13 @@ def arm(fd: int, deadline_ns: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+def disarm(fd: int) -> None:
+    """Ring no more (what already rang stays until ``drain``)."""
+    if _libc.timerfd_settime(fd, TFD_TIMER_ABSTIME, ctypes.byref(_Itimerspec()), None) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
 def drain(fd: int) -> None:
     """Take what rang, so the descriptor is quiet until it rings again."""
     try:

@@ -71,6 +71,9 @@ static int sessions_hooked; /* FUSE sessions given bridge_ioctl */
 static struct fuse_session *session; /* the last session hooked */
 static long long linger_window_ns;   /* 0: off */
 static long long linger_budget_ns;
+#define LINGER_WAKERS 4
+static int linger_wakers[LINGER_WAKERS]; /* readable: the daemon's own work is due, the burst ends */
+static int linger_nwakers;
 static int lingering;                /* inside a burst: no nesting */
 static int interrupted;              /* a handler saw KeyboardInterrupt: end the burst */
 static unsigned long long follow_on_count; /* ioctls answered in bursts */
@@ -233,34 +236,69 @@ monotonic_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+static int
+any_revents(const struct pollfd *pfd, nfds_t from, nfds_t to)
+{
+    for (nfds_t i = from; i < to; i++)
+        if (pfd[i].revents)
+            return 1;
+    return 0;
+}
+
+/* Whether a waker has rung, looked at without waiting.  A burst whose
+ * requests come queued, one after another, never waits on the FUSE fd (see
+ * follow_on), so it looks at the wakers at its start and every
+ * WAKER_LOOK_NS: the daemon's own work is held back no longer than that. */
+#define WAKER_LOOK_NS 100000
+static int
+wakers_rung(void)
+{
+    struct pollfd pfd[LINGER_WAKERS];
+    for (int i = 0; i < linger_nwakers; i++)
+        pfd[i] = (struct pollfd){.fd = linger_wakers[i], .events = POLLIN};
+    return poll(pfd, (nfds_t)linger_nwakers, 0) > 0;
+}
+
 /* Wait up to window_ns for the FUSE fd; 1 readable, 0 not (timeout, signal,
- * error: all end the burst and leave the rest to pyfuse3's loop).  The
- * daemon's event streams are polled in the same call: what they held when
- * it returned for a request - queued after anything the caller did before
- * its call - stands in for the poll of them before that request's answer
- * in C (fast_news). */
+ * error, a waker readable: all end the burst and leave the rest to pyfuse3's
+ * loop).  The daemon's event streams are polled in the same call: what they
+ * held when it returned for a request - queued after anything the caller did
+ * before its call - stands in for the poll of them before that request's
+ * answer in C (fast_news).  The wakers are the daemon's own timers (its
+ * overflow tick, its CPU-clock alarms): a burst never holds back what falls
+ * due meanwhile. */
 static int
 fuse_fd_ready(int fd, long long window_ns)
 {
-    struct pollfd pfd[3] = {{.fd = fd, .events = POLLIN}};
+    struct pollfd pfd[3 + LINGER_WAKERS] = {{.fd = fd, .events = POLLIN}};
     struct timespec ts = {.tv_sec = window_ns / 1000000000LL,
                           .tv_nsec = window_ns % 1000000000LL};
-    nfds_t nfds = 1;
+    nfds_t nnews = 0, nfds;
     int n, ready;
 
     if (fast_on && fast_nwatch) {
         memcpy(pfd + 1, fast_watch_fds, (size_t)fast_nwatch * sizeof *pfd);
-        nfds += (nfds_t)fast_nwatch;
+        nnews = (nfds_t)fast_nwatch;
     }
+    nfds = 1 + nnews;
+    for (int i = 0; i < linger_nwakers; i++)
+        pfd[nfds++] = (struct pollfd){.fd = linger_wakers[i], .events = POLLIN};
     Py_BEGIN_ALLOW_THREADS
     n = ppoll(pfd, nfds, &ts, NULL);
-    if (n > 0 && !pfd[0].revents && nfds > 1)
-        n = ppoll(pfd, nfds = 1, &ts, NULL); /* news alone: the FUSE fd for a window more, unwatched */
+    if (n > 0 && !pfd[0].revents && nnews && !any_revents(pfd, 1 + nnews, nfds)) {
+        /* news alone: the FUSE fd (and the wakers) for a window more, the streams unwatched */
+        memmove(pfd + 1, pfd + 1 + nnews, (size_t)(nfds - 1 - nnews) * sizeof *pfd);
+        nfds -= nnews;
+        nnews = 0;
+        n = ppoll(pfd, nfds, &ts, NULL);
+    }
     Py_END_ALLOW_THREADS
+    if (n > 0 && any_revents(pfd, 1 + nnews, nfds))
+        return 0; /* the daemon's own work is due */
     ready = n >= 1 && (pfd[0].revents & POLLIN) && !(pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL));
-    if (ready && nfds > 1) {
+    if (ready && nnews) {
         fast_news_known = 1;
-        fast_news = (nfds > 1 && pfd[1].revents) || (nfds > 2 && pfd[2].revents);
+        fast_news = pfd[1].revents || (nnews > 1 && pfd[2].revents);
     }
     return ready;
 }
@@ -288,10 +326,16 @@ follow_on(struct fuse_session *se)
     int nonblocking = flags >= 0 && !(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
 
     lingering = 1;
+    long long looked = 0; /* when the wakers were last looked at, between waits */
     while (!fuse_session_exited(se) && !interrupted) {
-        long long left = deadline - monotonic_ns();
+        long long now = monotonic_ns(), left = deadline - now;
         if (left <= 0)
             break;
+        if (linger_nwakers && now - looked >= WAKER_LOOK_NS) {
+            if (wakers_rung())
+                break; /* the daemon's own work is due: it goes first */
+            looked = now;
+        }
         int res = nonblocking ? fuse_session_receive_buf(se, &follow_buf) : -EAGAIN;
         if (res == -EAGAIN) {
             if (!fuse_fd_ready(fd, left < linger_window_ns ? left : linger_window_ns))
@@ -635,11 +679,40 @@ bridge_linger(PyObject *self, PyObject *args)
 {
     long long window_ns, budget_ns;
 
-    if (!PyArg_ParseTuple(args, "LL:linger", &window_ns, &budget_ns))
+    PyObject *wakers = NULL, *seq;
+    int fds[LINGER_WAKERS];
+    Py_ssize_t n = 0;
+
+    if (!PyArg_ParseTuple(args, "LL|O:linger", &window_ns, &budget_ns, &wakers))
         return NULL;
     if (window_ns < 0 || budget_ns < 0 || window_ns > 1000000000LL || budget_ns > 1000000000LL) {
         PyErr_SetString(PyExc_ValueError, "linger window and budget must be in 0..1 s");
         return NULL;
+    }
+    if (wakers != NULL) {
+        if ((seq = PySequence_Fast(wakers, "wakers must be a sequence of descriptors")) == NULL)
+            return NULL;
+        n = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t i = 0; i < n && i < LINGER_WAKERS; i++) {
+            long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (fd == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            fds[i] = (int)fd;
+        }
+        Py_DECREF(seq);
+        if (n > LINGER_WAKERS) {
+            PyErr_Format(PyExc_ValueError, "at most %d wakers", LINGER_WAKERS);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (fds[i] < 0) {
+                PyErr_SetString(PyExc_ValueError, "a waker must be an open descriptor");
+                return NULL;
+            }
+        memcpy(linger_wakers, fds, (size_t)n * sizeof fds[0]);
+        linger_nwakers = (int)n;
     }
     linger_window_ns = budget_ns ? window_ns : 0;
     linger_budget_ns = budget_ns;
@@ -796,7 +869,8 @@ static PyMethodDef bridge_methods[] = {
     {"install", bridge_install, METH_O,
      "install(handler): set the ioctl handler (None removes it)."},
     {"linger", bridge_linger, METH_VARARGS,
-     "linger(window_ns, budget_ns): answer follow-on ioctls inline (0 turns it off)."},
+     "linger(window_ns, budget_ns[, wakers]): answer follow-on ioctls inline (0 turns it off);\n"
+     "a readable waker descriptor ends a burst."},
     {"follow_ons", bridge_follow_ons, METH_NOARGS,
      "follow_ons() -> number of ioctls answered inside a burst."},
     {"hooked", bridge_hooked, METH_NOARGS,

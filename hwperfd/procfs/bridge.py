@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from typing import Callable, Sequence
 
 if "pyfuse3" in sys.modules:
     raise ImportError(
@@ -71,9 +71,11 @@ def install(handler: IoctlHandler | None) -> None:
     _ioctl_bridge.install(handler)
 
 
-def linger(window_ns: int, budget_ns: int) -> None:
+def linger(window_ns: int, budget_ns: int, wakers: Sequence[int] = ()) -> None:
     """After an ioctl, wait up to ``window_ns`` for another and answer it
-    inline, for at most ``budget_ns`` in all (0 turns it off).
+    inline, for at most ``budget_ns`` in all (0 turns it off); any of the
+    descriptors ``wakers`` readable (at most 4: the daemon's own timers)
+    ends the burst at once.
 
     Skips pyfuse3's trip through trio's scheduler between back-to-back
     ioctls; trio's other tasks wait at most ``budget_ns``.  Only for
@@ -81,7 +83,7 @@ def linger(window_ns: int, budget_ns: int) -> None:
     request was waiting, could find it already taken and block the loop in
     read(2).
     """
-    _ioctl_bridge.linger(window_ns, budget_ns)
+    _ioctl_bridge.linger(window_ns, budget_ns, list(wakers))
 
 
 def follow_ons() -> int:

@@ -6,7 +6,9 @@ a test can see that bursts of follow-on ioctls leave trio's tasks running.
 The command numbers are mirrored in bridge_client.c and test_bridge.py.
 """
 
+import contextlib
 import errno
+import os
 import signal
 import stat
 import struct
@@ -39,6 +41,8 @@ INFO = _ioc(READ | WRITE, 13, 40)  # out = ino, fh, flags, len(data), out_size
 NEGATIVE = _ioc(NONE, 14, 0)       # result -1 -> EIO
 INTERRUPT = _ioc(NONE, 15, 0)      # KeyboardInterrupt -> EINTR, then SIGINT
 STATS = _ioc(READ, 16, 16)         # out = follow-on ioctls answered, ticker ticks
+RING = _ioc(NONE, 17, 0)           # the waker pipe readable: bursts end at once
+QUIET = _ioc(NONE, 18, 0)          # the waker pipe drained
 
 FILE_INO = pyfuse3.ROOT_INODE + 1
 FILE_NAME = b"node"
@@ -48,6 +52,7 @@ CONTENT = b"bridge test\n"
 
 kept = bytes(16)
 ticks = 0
+waker_r, waker_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # with --linger: the bursts' waker
 
 
 def handler(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid):
@@ -85,6 +90,13 @@ def handler(ino, fh, cmd, arg, data, out_size, flags, pid, uid, gid):
         raise KeyboardInterrupt
     if cmd == STATS:
         return 0, struct.pack("=QQ", bridge.follow_ons(), ticks)
+    if cmd == RING:
+        os.write(waker_w, b"x")
+        return 0, b""
+    if cmd == QUIET:
+        with contextlib.suppress(BlockingIOError):
+            os.read(waker_r, 4096)
+        return 0, b""
     raise OSError(errno.ENOTTY, "unknown ioctl")
 
 
@@ -151,7 +163,7 @@ def main():
     if "--no-handler" not in sys.argv:
         bridge.install(handler)
     if "--linger" in sys.argv:
-        bridge.linger(int(sys.argv[sys.argv.index("--linger") + 1]) * 1000, 2_000_000)
+        bridge.linger(int(sys.argv[sys.argv.index("--linger") + 1]) * 1000, 2_000_000, [waker_r])
     options = set(pyfuse3.default_options) | {"fsname=hwperfd-bridge-test", "allow_other"}
     pyfuse3.init(BridgeFs(), mountpoint, options)
     print(f"bridge hooked {bridge.hooked()} session(s)", file=sys.stderr, flush=True)

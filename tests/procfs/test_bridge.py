@@ -47,6 +47,8 @@ INFO = _ioc(READ | WRITE, 13, 40)
 NEGATIVE = _ioc(NONE, 14, 0)
 INTERRUPT = _ioc(NONE, 15, 0)
 STATS = _ioc(READ, 16, 16)
+RING = _ioc(NONE, 17, 0)
+QUIET = _ioc(NONE, 18, 0)
 UNKNOWN = _ioc(NONE, 99, 0)
 
 FUSE_IOCTL_DIR = 1 << 4
@@ -320,9 +322,31 @@ def test_the_fuse_fd_is_blocking_again_after_each_burst(lingering_fs, client):
     for _ in range(3):
         subprocess.run([str(client), str(lingering_fs.node), "bench", "2000"], capture_output=True,
                        text=True, timeout=60, check=True)
+        time.sleep(0.05)  # past any burst (its 2 ms budget): pyfuse3 reads next
         flags = fuse_fd_flags(lingering_fs.process.pid)
         assert flags and not any(f & os.O_NONBLOCK for f in flags), flags
     assert stats(lingering_fs.node)[0] > 0  # the bursts happened
+
+
+def test_a_readable_waker_ends_each_burst_at_once(lingering_fs, client):
+    """The daemon's own timers are the bridge's wakers: while one has rung
+    (here a pipe made readable), no ioctl is answered inline, so what fell
+    due runs at once; quiet again, bursts come back."""
+    fd = os.open(lingering_fs.node, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, RING)
+        before, _ = stats(lingering_fs.node)
+        subprocess.run([str(client), str(lingering_fs.node), "bench", "2000"], capture_output=True,
+                       text=True, timeout=60, check=True)
+        rung, _ = stats(lingering_fs.node)
+        fcntl.ioctl(fd, QUIET)
+        subprocess.run([str(client), str(lingering_fs.node), "bench", "2000"], capture_output=True,
+                       text=True, timeout=60, check=True)
+        quiet, _ = stats(lingering_fs.node)
+    finally:
+        os.close(fd)
+    assert rung == before
+    assert quiet - rung > 1000
 
 
 def test_no_follow_ons_unless_asked(fs, client):
