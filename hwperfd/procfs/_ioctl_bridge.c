@@ -14,7 +14,8 @@
  * scheduler (a lock, wait_readable, epoll), which costs more than answering
  * an ioctl.  So after replying to one, the bridge may wait a short window on
  * the FUSE fd itself and answer the ioctls that follow at once, up to a time
- * budget (set with linger(); off by default).  The first request that is not
+ * budget (set with linger(); off by default), or until one of the daemon's
+ * own timers given as wakers rings.  The first request that is not
  * an ioctl is handed to pyfuse3's own handler and ends the burst: pyfuse3's
  * loop awaits the coroutine that handler leaves, exactly as if it had read
  * the request itself.  Only one such request is ever processed per burst.
