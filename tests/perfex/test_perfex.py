@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -492,19 +493,22 @@ def _has_children(pid: int) -> bool:
         return True
 
 
-def _stopped_while_starting(proc: subprocess.Popen) -> bool:
+def _stopped_while_starting(proc: subprocess.Popen, ran: Path) -> bool:
     """Stop perfex between its holding SIGUSR1 and its running the command:
     True, stopped there; False, that moment was missed (it is let go).  The
     mask alone does not say "starting": while perfex waits for the command
     in sigtimedwait(2), the kernel shows the waited-for signals unblocked,
-    and once the command is done they are blocked again."""
+    and once the command is done they are blocked again, with no child
+    either - so the command leaves ``ran`` behind, and a perfex stopped
+    after it is let go (a loaded machine can keep this poll from running
+    until then)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and proc.poll() is None:
         if _usr1_blocked(proc.pid) and not _has_children(proc.pid):
             os.kill(proc.pid, signal.SIGSTOP)
             while process_state(proc.pid) not in ("T", None):
                 time.sleep(0.001)
-            if _usr1_blocked(proc.pid) and not _has_children(proc.pid):
+            if _usr1_blocked(proc.pid) and not _has_children(proc.pid) and not ran.exists():
                 return True
             os.kill(proc.pid, signal.SIGCONT)
             return False
@@ -512,16 +516,18 @@ def _stopped_while_starting(proc: subprocess.Popen) -> bool:
 
 
 @pytest.mark.parametrize("args", [["-s"], []])
-def test_a_sigusr1_as_perfex_starts_does_not_kill_it(manual_mount, args):
+def test_a_sigusr1_as_perfex_starts_does_not_kill_it(manual_mount, args, tmp_path):
     """perfex(1) -s: SIGUSR1 starts counting.  One sent while perfex is still
     starting (importing) is held, not fatal: with -s it starts the counting
     once the command runs, without -s it does nothing."""
-    for _ in range(10):  # each try a new perfex, until one is stopped while it starts
+    for attempt in range(10):  # each try a new perfex, until one is stopped while it starts
+        ran = tmp_path / f"ran{attempt}"
+        command = ["sh", "-c", f"touch {ran}; sleep 0.3"]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "hwperfd.perfex", *args, "-e", "0", "sleep", "0.3"],
+            [sys.executable, "-m", "hwperfd.perfex", *args, "-e", "0", *command],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=manual_mount.env(), cwd=ROOT,
         )  # fmt: skip
-        if _stopped_while_starting(proc):
+        if _stopped_while_starting(proc, ran):
             break
         proc.communicate(timeout=30)
     else:
