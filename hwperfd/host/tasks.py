@@ -37,7 +37,9 @@ def read_task(tid: int) -> Task | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     try:
-        status = os.read(fd, 8192)  # the whole file (about 1.5 kB): one read, no buffering's tty probe
+        # One read, no buffering's tty probe: the file is about 1.5 kB, and the
+        # fields taken here come before Groups, the one line that can grow long.
+        status = os.read(fd, 8192)
     except ProcessLookupError:
         return None
     finally:

@@ -327,7 +327,7 @@ follow_on(struct fuse_session *se)
     int nonblocking = flags >= 0 && !(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
 
     lingering = 1;
-    long long looked = 0; /* when the wakers were last looked at, between waits */
+    long long looked = 0; /* when the wakers were last looked at: by a wait, or on their own */
     while (!fuse_session_exited(se) && !interrupted) {
         long long now = monotonic_ns(), left = deadline - now;
         if (left <= 0)
@@ -341,6 +341,7 @@ follow_on(struct fuse_session *se)
         if (res == -EAGAIN) {
             if (!fuse_fd_ready(fd, left < linger_window_ns ? left : linger_window_ns))
                 break;
+            looked = monotonic_ns(); /* the wait polled the wakers too, and none had rung */
             res = fuse_session_receive_buf(se, &follow_buf);
         }
         if (res <= 0) { /* EINTR/EAGAIN: pyfuse3's loop reads again; 0: exited */
