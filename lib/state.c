@@ -61,6 +61,7 @@ static void children_times(struct timeval *user, struct timeval *system)
 
 int hwperfd_state_map_fd(int page_fd, struct hwperfd_state_reader *r)
 {
+    const struct hwperfd_state *page;
     void *map;
     int err;
 
@@ -72,9 +73,9 @@ int hwperfd_state_map_fd(int page_fd, struct hwperfd_state_reader *r)
         errno = err;
         return -1;
     }
-    r->page = map;
-    if (r->page->hs_magic != HWPERFD_STATE_MAGIC || r->page->hs_version != HWPERFD_STATE_VERSION) {
-        hwperfd_state_close(r);
+    page = map;
+    if (page->hs_magic != HWPERFD_STATE_MAGIC || page->hs_version != HWPERFD_STATE_VERSION) {
+        munmap(map, HWPERFD_STATE_SIZE);
         errno = EPROTO;
         return -1;
     }
@@ -82,16 +83,21 @@ int hwperfd_state_map_fd(int page_fd, struct hwperfd_state_reader *r)
     pthread_once(&fork_hook, hook_forks);
     r->forks = __atomic_load_n(&forks, __ATOMIC_RELAXED);
     children_times(&r->children_user, &r->children_system);
+    /* Published last: a signal handler that reads meanwhile finds no page,
+     * and one that reads after may give a dead page up (the outermost read)
+     * without this function touching it again. */
+    __atomic_store_n(&r->page, page, __ATOMIC_SEQ_CST);
     return 0;
 }
 
 void hwperfd_state_close(struct hwperfd_state_reader *r)
 {
-    const volatile struct hwperfd_state *page = r->page;
-
     /* Emptied before the unmap: a signal handler that reads in between finds
-     * no page, not an unmapped one. */
-    __atomic_store_n(&r->page, NULL, __ATOMIC_SEQ_CST);
+     * no page, not an unmapped one; and taken in one step, so that a handler
+     * that gives the page up between the load and the store (the outermost
+     * read, when this close was not reading) leaves this close none to unmap. */
+    const volatile struct hwperfd_state *page = __atomic_exchange_n(&r->page, NULL, __ATOMIC_SEQ_CST);
+
     memset(r, 0, sizeof *r);
     if (page != NULL)
         munmap((void *)page, HWPERFD_STATE_SIZE);

@@ -83,6 +83,10 @@ int main(int argc, char **argv)
 
         if (copy < 0 || hwperfd_state_map_fd(copy, &reader) < 0)
             return perror("hwperfd_state_map_fd"), 1;
+        /* A moment outside any read, as a program has between two: a
+           handler's read there is the outermost and gives the page up. */
+        for (volatile int k = 0; k < 20000; k++)
+            ;
         /* until a read sees the page dead, or a handler between two reads
            (the outermost read then) gave it up */
         while (hwperfd_state_read(&reader, &generation, counts, 4) == 0 || errno != ESTALE)
