@@ -155,6 +155,8 @@ class Daemon:
         self._dirty: set[int] = set()  # pids whose state the kernel let go or changed outside a call
         self._answering = False  # an ioctl is being answered: it writes what changed before it answers
         self._overflowed: set[int] = set()  # pids owed overflow signals since their last write
+        self._unwritten: set[int] = set()  # pids the last write had to leave: their signals wait
+        self.signals.held = self._held_for_store
         self.kernel = CounterKernel(
             self.cpus, self.clock, signal=self._owe, gone=self._gone, cancel=self.signals.cancel
         )
@@ -826,22 +828,37 @@ class Daemon:
         dirty, self._dirty = self._dirty, set()
         overflowed, self._overflowed = self._overflowed, set()
         dirty.update(pids)
+        left: set[int] = set()
+        touched: set[int] = set()
         try:
             if all_pids:
-                self.durable.sync_all()
-            self.durable.sync(dirty, overflowed)
+                left |= self.durable.sync_all()
+            left |= self.durable.sync(dirty, overflowed)
             touched = self.threads.take_touched()
             if nodes or touched or all_pids:
                 self.durable.sync_sources(None if all_pids else dirty | touched)
-        except BlockingIOError as exc:
-            # A process stuck where its /proc files wait (hwperfd.host.procread):
-            # what was to be written waits for the next write, not lost.
+        except (sqlite3.Error, OSError) as exc:
+            # The call still answers: its set-up holds until the daemon stops,
+            # and the next write tries again.
             self._dirty |= dirty
             self._overflowed |= overflowed
-            log.info("set-up store: %s; written later", exc)
-        except (sqlite3.Error, OSError) as exc:
-            # The call still answers: its set-up holds until the daemon stops.
-            log.warning("set-up store: %s (a restart would lose the latest changes)", exc)
+            self.threads.touched |= touched
+            log.warning("set-up store: %s (a restart now would lose the latest changes)", exc)
+        if left:
+            # Processes stuck where their /proc files wait (hwperfd.host.procread):
+            # theirs wait for the next write, and so do their overflow signals.
+            self._dirty |= left
+            self._overflowed |= left & overflowed
+            log.info("set-up store: %d processes' start unreadable now; written later", len(left))
+        self._unwritten = left
+
+    def _held_for_store(self, pid: int) -> bool:
+        """Whether ``pid``'s overflow signals wait: its record, which holds the
+        counts that raised them, could not be written yet (tried again here)."""
+        if pid not in self._unwritten:
+            return False
+        self._record_setup()
+        return pid in self._unwritten
 
     def close_store(self) -> None:
         """On a clean stop: everything written, and the store removed if it holds nothing."""

@@ -44,6 +44,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -154,6 +155,9 @@ class SignalSender:
         self.refused = 0  # of those: owed past the per-user target cap
         self.polls = 0
         self.looks = 0  # status reads of targets
+        #: Whether a process's signals wait: the counts that raised them are
+        #: not in the set-up store yet (the daemon's; see ``_send_one``).
+        self.held: Callable[[int], bool] = lambda pid: False
 
     def owe(self, owed: Signal) -> None:
         """Called by the kernel model from the trio thread."""
@@ -310,6 +314,12 @@ class SignalSender:
         """Send the next owed signals to one target that has taken the last;
         True if any was sent."""
         progressed = False
+        if self.held(target.pid):
+            # Sent before the store has what raised it, a restart between the
+            # two would find the overflow owed and send it again.
+            target.backoff = min(target.backoff * 2, MAX_BACKOFF)
+            target.next_look = now + target.backoff
+            return False
         self.looks += 1
         status = _status(target.pid, target.tid)
         if status is None or status.zombie or not processes.pidfd_alive(target.pidfd):

@@ -160,13 +160,15 @@ class DurableSetup:
     def sync_sources(self, tids: Collection[int] | None) -> None:
         """Write what changed of the sources' records of the contexts on the
         threads ``tids`` (and the machine's), and drop the records gone; all
-        of them if None.  ``looked`` counts the records compared."""
+        of them if None.  ``looked`` counts the records compared.  What was
+        written is noted once the store has it: a failed write is made again."""
         put: list[SetupRecord] = []
         drop: list[tuple[str, str]] = []
+        noted: list[tuple[str, str, tuple[int, Any] | None]] = []  # kind, key, (tid, fingerprint) or gone
         for source in self.sources:
             kind = source.kind
-            written = self._source_written.setdefault(kind, {})
-            by_tid = self._source_keys.setdefault(kind, {})
+            written = self._source_written.get(kind, {})
+            by_tid = self._source_keys.get(kind, {})
             items = source.setup(tids)
             if not items and not written:
                 continue
@@ -175,22 +177,28 @@ class DurableSetup:
                 old = written.get(key)
                 if old is not None and old[1] == item.fingerprint:
                     continue
-                if old is not None and old[0] != item.tid:
-                    self._unindex(by_tid, old[0], key)
-                written[key] = (item.tid, item.fingerprint)
-                by_tid.setdefault(item.tid, set()).add(key)
                 put.append(SetupRecord(kind, key, item.pid, item.start, item.uid, item.encode()))
+                noted.append((kind, key, (item.tid, item.fingerprint)))
             if tids is None:
                 gone = [key for key in written if key not in items]
             else:
                 gone = [key for tid in {0, *tids} for key in by_tid.get(tid, ()) if key not in items]
             for key in gone:
-                self._unindex(by_tid, written.pop(key)[0], key)
                 drop.append((kind, key))
+                noted.append((kind, key, None))
         if put or drop:
             self.store.write(put, drop)
             self.writes += 1
             self.records += len(put) + len(drop)
+        for kind, key, now in noted:
+            written = self._source_written.setdefault(kind, {})
+            by_tid = self._source_keys.setdefault(kind, {})
+            old = written.pop(key, None)
+            if old is not None:
+                self._unindex(by_tid, old[0], key)
+            if now is not None:
+                written[key] = now
+                by_tid.setdefault(now[0], set()).add(key)
 
     @staticmethod
     def _unindex(by_tid: dict[int, set[str]], tid: int, key: str) -> None:
@@ -222,14 +230,22 @@ class DurableSetup:
 
     # -- writing -------------------------------------------------------------
 
-    def sync(self, pids: Iterable[int], overflowed: Iterable[int] = ()) -> None:
+    def sync(self, pids: Iterable[int], overflowed: Iterable[int] = ()) -> set[int]:
         """Write what changed of ``pids``' records, and of system mode.
         ``overflowed``: processes owed overflow signals since their last
         write; their counts are written too, before the signals go, so a
-        restart neither loses those signals nor sends them again."""
+        restart neither loses those signals nor sends them again.
+
+        Returns the pids left unwritten: those whose start could not be read
+        now (``BlockingIOError`` from ``read_start``: the process is stuck
+        where its /proc files wait).  The others are written all the same, and
+        what was last written is noted only once the store has it, so a write
+        that failed is made again by the next sync, not taken as done."""
         kernel = self.kernel
         put: list[SetupRecord] = []
         drop: list[tuple[str, str]] = []
+        noted: dict[int, tuple[Any, ...] | None] = {}
+        left: set[int] = set()
         forced = set(overflowed)
         for pid in forced.union(pids):
             record = kernel._procs.get(pid)
@@ -238,18 +254,22 @@ class DurableSetup:
             if fp == self._written.get(pid) and (pid not in forced or record is None):
                 continue
             if fp is None:
-                self._written.pop(pid, None)
+                noted[pid] = None
                 drop.append((PROCESS, str(pid)))
-            else:
-                self._written[pid] = fp
+                continue
+            try:
                 put.append(self._process_record(pid, record, profile))
+            except BlockingIOError:
+                left.add(pid)
+                continue
+            noted[pid] = fp
         system = kernel._system
         sfp = (
             (id(system), system.generation, system.request, system.signal_to) if system else None,
             kernel._system_generation,
         )
-        if sfp != self._system_written or (system is not None and system.signal_to in forced):
-            self._system_written = sfp
+        system_changed = sfp != self._system_written or (system is not None and system.signal_to in forced)
+        if system_changed:
             put.append(
                 SetupRecord(
                     SYSTEM,
@@ -264,10 +284,18 @@ class DurableSetup:
             self.store.write(put, drop)
             self.writes += 1
             self.records += len(put) + len(drop)
+        for pid, fp in noted.items():
+            if fp is None:
+                self._written.pop(pid, None)
+            else:
+                self._written[pid] = fp
+        if system_changed:
+            self._system_written = sfp
+        return left
 
-    def sync_all(self) -> None:
-        """Every record the kernel holds, and those it let go."""
-        self.sync(set(self.kernel._procs) | set(self.kernel._profiles) | set(self._written))
+    def sync_all(self) -> set[int]:
+        """Every record the kernel holds, and those it let go (``sync``'s pids left)."""
+        return self.sync(set(self.kernel._procs) | set(self.kernel._profiles) | set(self._written))
 
     def sync_clock(self, clock: object) -> None:
         """The manual clock's times (its processes', threads' and CPUs'), which

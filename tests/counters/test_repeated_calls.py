@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hwperfd.counters.durable import DurableSetup
+from hwperfd.counters.durable import PROCESS, DurableSetup
 from hwperfd.counters.errors import CountersBusy
 from hwperfd.counters.kernel import Caller, CounterKernel
 from hwperfd.counters.request import CounterRequest
@@ -145,3 +145,55 @@ def test_system_mode_repeated_by_its_holder_after_a_restart_gets_its_generation_
     assert again > generation
     with pytest.raises(CountersBusy):
         kernel.enable_system(holder, request)
+
+
+def _stored_pids(store: SetupStore) -> set[int]:
+    return {rec.pid for rec in store.load() if rec.kind == PROCESS}
+
+
+def test_a_process_whose_start_cannot_be_read_now_is_written_later_and_the_rest_at_once(tmp_path, ledger):
+    """A stuck /proc read (``BlockingIOError``) leaves that one process for
+    the next write: the others are stored, and its record is not taken as
+    written."""
+    kernel = new_kernel(ledger)
+    for pid in (10, 11):
+        ledger.run(pid, 0)
+        kernel.enable(me(Proc(pid)), Proc(pid), user(0))
+    stuck = {10}
+
+    def read_start(pid):
+        if pid in stuck:
+            raise BlockingIOError(pid)
+        return START
+
+    store = SetupStore(str(tmp_path / "setup.sqlite"))
+    durable = DurableSetup(store, kernel, read_start, host_time=False)
+    assert durable.sync({10, 11}) == {10}
+    assert _stored_pids(store) == {11}
+    stuck.clear()
+    assert durable.sync({10}) == set()
+    assert _stored_pids(store) == {10, 11}
+    store.close()
+
+
+def test_a_write_the_store_failed_is_made_again_by_the_next_sync(tmp_path, ledger):
+    import sqlite3
+
+    kernel, p, _ = enabled(ledger)
+    store = SetupStore(str(tmp_path / "setup.sqlite"))
+    durable = DurableSetup(store, kernel, lambda pid: START, host_time=False)
+    real_write = store.write
+    failing = [True]
+
+    def write(records, drop=()):
+        if failing.pop() if failing else False:
+            raise sqlite3.OperationalError("disk I/O error")
+        real_write(records, drop)
+
+    store.write = write
+    with pytest.raises(sqlite3.OperationalError):
+        durable.sync({p.pid})
+    assert _stored_pids(store) == set()
+    durable.sync({p.pid})
+    assert _stored_pids(store) == {p.pid}
+    store.close()

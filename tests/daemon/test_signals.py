@@ -414,3 +414,37 @@ def test_a_process_signal_merges_only_where_every_thread_blocks_it():
     finally:
         child.kill()
         child.wait()
+
+
+def test_signals_held_until_their_counts_are_stored_then_go_all():
+    """A process whose overflow counts the set-up store could not take yet
+    (its start unreadable, hwperfd.service._held_for_store) gets its signals
+    only once they are stored: sent first, a restart between would send them
+    again."""
+    child = spawn(COUNTS_SIGUSR1)
+    stored = trio.Event()
+
+    async def main():
+        sender = SignalSender()
+        sender.held = lambda pid: not stored.is_set()
+        sender.owe(owed(child.pid, 2))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sender.run)
+            await trio.sleep(0.3)
+            held_sent = sender.sent
+            stored.set()
+            with trio.move_on_after(2):
+                while sender.sent < 2:
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        return held_sent, sender.sent
+
+    try:
+        held_sent, sent = trio.run(main)
+        assert held_sent == 0
+        assert sent == 2
+        child.stdin.close()
+        assert child.stdout.readline() == b"2\n"
+    finally:
+        child.kill()
+        child.wait()
