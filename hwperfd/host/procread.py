@@ -78,6 +78,7 @@ request_reads: contextvars.ContextVar[dict[str, bytes] | None] = contextvars.Con
     "procread_request_reads", default=None
 )
 _OWN_FILES = frozenset({"stat", "schedstat"})
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 class Stalled(BlockingIOError):
@@ -294,13 +295,68 @@ def read(path: str, dir_fd: int | None = None) -> bytes:
     if kept is not None and dir_fd is None:
         data = kept.get(path)
         if data is None:
-            data = _read_direct(path, None) if not may_block(path, None) else _pool.read(path, None)
+            data = _read_guarded(path, None)
             if _callers_own(path):
                 kept[path] = data
         return data
+    return _read_guarded(path, dir_fd)
+
+
+def _read_guarded(path: str, dir_fd: int | None) -> bytes:
+    """At once where the read cannot wait, else through a worker."""
     if not may_block(path, dir_fd):
         return _read_direct(path, dir_fd)
-    return _pool.read(path, dir_fd)
+    data = _read_if_dead(path, dir_fd)
+    return _pool.read(path, dir_fd) if data is None else data
+
+
+def _read_if_dead(path: str, dir_fd: int | None) -> bytes | None:
+    """The file read at once if its process is a zombie with no thread left
+    (None if not): only an execve(2) in the thread group holds the lock its
+    files wait on, and such a group has no thread to make one.  status
+    (which never waits) says so: ``Threads`` counts the threads not yet
+    released, the zombie leader's own release waiting for its reaping, so a
+    leader that exited before its other threads shows ``Z`` with ``Threads: 2``
+    or more.  Both files are read through one open directory of the process:
+    one reaped and its pid taken again between the two reads gives ESRCH,
+    never the new process's file.  The exit path reads each ending process
+    several times (its final times, its split, its usage for the parent), and
+    a read through a worker costs a thread hand-over each."""
+    if dir_fd is None:
+        parts = path.split("/", 3)
+        if len(parts) < 4 or parts[1] != "proc" or not parts[2].isdigit():
+            return None
+        try:
+            dfd = os.open(f"/proc/{parts[2]}", _O_DIR)
+        except OSError:
+            return None  # the read proper says what became of it
+        rest = parts[3]
+    else:
+        folder = _dir_path(dir_fd).split("/")
+        if len(folder) != 3 or folder[1] != "proc" or not folder[2].isdigit():
+            return None  # not a process's own directory (its task/ one, say)
+        dfd, rest = dir_fd, path
+    try:
+        try:
+            status = _read_direct("status", dfd)
+        except OSError:
+            return None
+        return _read_direct(rest, dfd) if _group_dead(status) else None
+    finally:
+        if dir_fd is None:
+            os.close(dfd)
+
+
+def _group_dead(status: bytes) -> bool:
+    """A zombie whose thread group has no other thread (its status text)."""
+    state = threads = False
+    for line in status.split(b"\n"):
+        if line.startswith(b"State:"):
+            state = line[6:].lstrip()[:1] == b"Z"
+        elif line.startswith(b"Threads:"):
+            threads = line[8:].strip() == b"1"
+            break  # Threads comes after State
+    return state and threads
 
 
 def _callers_own(path: str) -> bool:

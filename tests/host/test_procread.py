@@ -136,3 +136,61 @@ def test_the_calling_threads_own_stat_and_schedstat_are_read_once_a_request():
         assert procread.read(own) != before
     finally:
         procread.request_reads.reset(reads)
+
+
+def test_the_files_of_a_zombie_with_no_thread_left_are_read_without_a_worker(monkeypatch):
+    """Only an execve() in a thread group holds the lock its /proc files wait
+    on: a zombie whose every thread is gone has none to make one, so the exit
+    path's reads of it (its final times, its usage) go straight to the file.
+    A zombie leader whose other thread still runs could be in one: a worker's."""
+    to_workers: list[str] = []
+
+    def pooled(self, path, dir_fd):
+        to_workers.append(path if dir_fd is None else f"{dir_fd}:{path}")
+        return b"pooled"
+
+    monkeypatch.setattr(procread._Pool, "read", pooled)
+    dead = subprocess.Popen(["true"])
+    leader_gone = subprocess.Popen(
+        ["python3", "-c", "import ctypes, threading, time\n"
+         "threading.Thread(target=time.sleep, args=(600,)).start()\n"
+         "ctypes.CDLL(None).syscall(60, 0)\n"]  # SYS_exit: the leader thread alone
+    )  # fmt: skip
+    try:
+        for child in (dead, leader_gone):
+            deadline = time.monotonic() + 10
+            while b"\nState:\tZ" not in procread._read_direct(f"/proc/{child.pid}/status", None):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        assert procread.read(f"/proc/{dead.pid}/stat").startswith(f"{dead.pid} (true) Z".encode())
+        folder = os.open(f"/proc/{dead.pid}", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert procread.read(f"task/{dead.pid}/stat", folder).startswith(f"{dead.pid} (".encode())
+            assert procread.read("io", folder).startswith(b"rchar:")
+        finally:
+            os.close(folder)
+        assert to_workers == []
+        assert procread.read(f"/proc/{leader_gone.pid}/stat") == b"pooled"
+        assert procread.read(f"/proc/{_other_pid()}/stat") == b"pooled"
+        assert to_workers == [f"/proc/{leader_gone.pid}/stat", f"/proc/{_other_pid()}/stat"]
+    finally:
+        for child in (dead, leader_gone):
+            child.kill()
+            child.wait()
+
+
+def test_a_zombie_reaped_between_its_status_and_its_file_is_gone_not_another_process():
+    """Both reads go through one open directory: a pid reaped (and perhaps
+    taken again) in between answers ESRCH."""
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while b"\nState:\tZ" not in procread._read_direct(f"/proc/{child.pid}/status", None):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    folder = os.open(f"/proc/{child.pid}", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        child.wait()
+        with pytest.raises(ProcessLookupError):
+            procread.read("stat", folder)
+    finally:
+        os.close(folder)
