@@ -228,6 +228,10 @@ class Mount:
     threads: ThreadTable  # the per-thread contexts all personalities share
     signal: Callable[[Signal], None]  # owe a signal (overflow delivery)
     deliver: Callable[[int, int], bool]  # (pid, tid): send what is owed to that thread now
+    #: (pid, tid, send): the set-up store takes the thread's contexts as they
+    #: are now, then ``send`` runs (a signal sent first, a restart between
+    #: the two would find the overflow owed and send it again)
+    stored_first: Callable[[int, int, Callable[[], None]], None]
     may_control: Callable[[int, int, int, int], bool]  # (uid, gid, caller, pid): /proc's rule
     state_pages: Callable[[], StatePages | None]  # the mount's state pages, None while off
     tgid_of: Callable[[int], int]  # the process a thread belongs to, 0 if gone

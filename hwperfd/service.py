@@ -212,6 +212,7 @@ class Daemon:
             threads=self.threads,
             signal=self.signals.owe,
             deliver=self._send_now,
+            stored_first=self._store_then_send,
             on_time_moved=self._time_moved,
             catch_up_events=self._catch_up_for_request,
             on_controls_changed=self._wake_tick,
@@ -405,6 +406,15 @@ class Daemon:
         if self.signals.owes(pid, tid):
             self._record_setup((pid,))
         return self.signals.send_now(pid, tid)
+
+    def _store_then_send(self, pid: int, tid: int, send: Callable[[], None]) -> None:
+        """A signal a personality sends itself (perfctr's, with its mask in
+        si_value) goes once the store has the thread's contexts as they are
+        now, the counters suspended at the overflow (a write in mid-call, as
+        ``_send_now``'s)."""
+        self.threads.touched.add(tid)
+        self._record_setup((pid,))
+        send()
 
     def _time_moved(self, pid: int) -> None:
         if pid >= 0:

@@ -241,8 +241,8 @@ class Virtual:
             state.tsc_start = tsc
             if perfctr.si_signo and perfctr.owner is not None and not perfctr.quiet:
                 armed_by = perfctr.ctx.owner if perfctr.ctx is not None else 0
+                perfctr.signalled = True  # before the signal: a store written first has it
                 self._signal(perfctr.owner, perfctr.si_signo, mask, armed_by)
-                perfctr.signalled = True
 
     def overflow_first(self, perfctr: Vperfctr, cmd: int, ends: bool, upto: int | None = None) -> bool:
         """Before a call of the perfctr's own thread takes effect: True when

@@ -12,13 +12,13 @@ from construct import Bytes, Int32ul, Int64ul
 
 from hwperfd.counters.durable import Item
 from hwperfd.counters.kernel import ptrace_readable
-from hwperfd.host import processes
+from hwperfd.host import processes, tasks
 from hwperfd.node import (
     CONTROLS, FAST_VPERFCTR, FAST_VSUM, HOLDER, PAGE, Call, Changed, Command, FastRead, Mount, PageRef, Reply, dispatch,
     holding,
 )  # fmt: skip
 from hwperfd.perfctr import durable
-from hwperfd.perfctr.driver import PerfctrDevice
+from hwperfd.perfctr.driver import PerfctrDevice, send_overflow
 from hwperfd.perfctr.pages import VperfctrPages
 import structs
 from structs import perfctr as abi
@@ -40,8 +40,13 @@ class PerfctrNode:
 
     def __init__(self, mount: Mount) -> None:
         kernel = mount.kernel
+        # An overflow's signal goes once the store has the suspended counters
+        # that raised it: a restart then never finds it owed again.
+        def signal(task: tasks.Task, sig: int, mask: int, armed_by: int) -> None:
+            mount.stored_first(task.tgid, task.tid, lambda: send_overflow(task, sig, mask, armed_by))
+
         self.device = PerfctrDevice(
-            kernel.cpus, mount.clock, mount.threads, lambda: kernel.default_profile,
+            kernel.cpus, mount.clock, mount.threads, lambda: kernel.default_profile, signal,
             process_times=mount.clock.process_times, profile=kernel.profile, may_follow=mount.may_follow,
         )  # fmt: skip
         self.pages = VperfctrPages(self.device.virtual)  # vperfctrs' state pages, by tid

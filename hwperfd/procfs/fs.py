@@ -157,6 +157,7 @@ class ProcFs(pyfuse3.Operations):
         threads: ThreadTable | None = None,
         signal: Callable[[Signal], None] = lambda owed: None,
         deliver: Callable[[int, int], bool] = lambda pid, tid: False,
+        stored_first: Callable[[int, int, Callable[[], None]], None] = lambda pid, tid, send: send(),
         on_time_moved: Callable[[int], None] = lambda pid: None,
         catch_up_events: Callable[[int | None], object] = lambda pid: None,
         on_controls_changed: Callable[[], None] = lambda: None,
@@ -175,7 +176,7 @@ class ProcFs(pyfuse3.Operations):
         self._writable: set[int] = set()  # handles open for writing (``Call.writable``: a node's sets may need one)
         # What the personalities registered (hwperfd/node.py): the answers of
         # the mount's own files, and the nodes by inode and by name.
-        mount_lent = Mount(kernel, clock, self.threads, signal, deliver, self._may_control,
+        mount_lent = Mount(kernel, clock, self.threads, signal, deliver, stored_first, self._may_control,
                            lambda: self.state_pages, statepages.tgid_of, _processor, self._may_follow)  # fmt: skip
         self.files = files(mount_lent)
         self.nodes: dict[int, Node] = {NODE_BASE + i: make(mount_lent) for i, make in enumerate(nodes)}

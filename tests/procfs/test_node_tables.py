@@ -29,7 +29,7 @@ def _mount(model: str = "intel") -> Mount:
     clock = ManualClock(1)
     kernel = CounterKernel(cpus, clock)
     threads = ThreadTable(cpus.model, cpus.mhz, clock, kernel.profile, processes.read_thread_start)
-    return Mount(kernel, clock, threads, lambda owed: None, lambda pid, tid: False,
+    return Mount(kernel, clock, threads, lambda owed: None, lambda pid, tid: False, lambda pid, tid, send: send(),
                  lambda uid, gid, caller, pid: uid == 0, lambda: None, lambda tid: tid, lambda pid: 0,
                  lambda uid, pid: True)  # fmt: skip
 
@@ -73,3 +73,27 @@ def test_a_refused_pctr_set_changes_nothing_and_unknown_calls_are_einval():
     assert unknown.value.errno == errno.EINVAL  # pctr(4)'s default case, not ENOTTY
     assert not changed.every_page and changed.pages == []
     assert node.table[pctr.PCIOCS0].changes == TEXTS | PAGE | HOLDER
+
+
+def test_perfctr_sends_an_overflow_signal_only_after_the_store_took_its_thread():
+    """perfctr queues its overflow signal itself (its mask in si_value): it
+    goes through the mount's ``stored_first``, which the daemon answers by
+    writing the thread's contexts, the counters suspended at the overflow,
+    before the signal (docs/restart.md)."""
+    from hwperfd.host import tasks
+    from hwperfd.perfctr.node import PerfctrNode
+
+    order: list[object] = []
+    base = _mount()
+    fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
+
+    def stored_first(pid, tid, send):
+        order.append(("stored", pid, tid))
+        send()
+        order.append("sent")
+
+    fields["stored_first"] = stored_first
+    node = PerfctrNode(Mount(**fields))
+    gone = tasks.Task(tid=2**22 + 2, tgid=2**22 + 1, start=1, uids=(0, 0, 0, 0), state="R", tracer=0)  # no such thread
+    node.device.virtual._signal(gone, 34, 1, 0)
+    assert order == [("stored", gone.tgid, gone.tid), "sent"]
