@@ -863,8 +863,9 @@ class Daemon:
         self._unwritten = left
 
     def _held_for_store(self, pid: int) -> bool:
-        """Whether ``pid``'s overflow signals wait: its record, which holds the
-        counts that raised them, could not be written yet (tried again here)."""
+        """Whether the overflow signals of ``pid`` (a process, or a thread with
+        counters of its own) wait: its record, which holds the counts that
+        raised them, could not be written yet (tried again here)."""
         if pid not in self._unwritten:
             return False
         self._record_setup()

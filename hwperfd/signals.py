@@ -155,8 +155,9 @@ class SignalSender:
         self.refused = 0  # of those: owed past the per-user target cap
         self.polls = 0
         self.looks = 0  # status reads of targets
-        #: Whether a process's signals wait: the counts that raised them are
-        #: not in the set-up store yet (the daemon's; see ``_send_one``).
+        #: Whether the signals of a process (or of a thread, for its own
+        #: counters) wait: the counts that raised them are not in the set-up
+        #: store yet (the daemon's; see ``_send_one``).
         self.held: Callable[[int], bool] = lambda pid: False
 
     def owe(self, owed: Signal) -> None:
@@ -314,7 +315,7 @@ class SignalSender:
         """Send the next owed signals to one target that has taken the last;
         True if any was sent."""
         progressed = False
-        if self.held(target.pid):
+        if self.held(target.pid) or (target.tid and self.held(target.tid)):
             # Sent before the store has what raised it, a restart between the
             # two would find the overflow owed and send it again.
             target.backoff = min(target.backoff * 2, MAX_BACKOFF)
