@@ -179,18 +179,25 @@ def test_the_files_of_a_zombie_with_no_thread_left_are_read_without_a_worker(mon
             child.wait()
 
 
-def test_a_zombie_reaped_between_its_status_and_its_file_is_gone_not_another_process():
-    """Both reads go through one open directory: a pid reaped (and perhaps
-    taken again) in between answers ESRCH."""
+def test_a_zombie_reaped_between_its_status_and_its_file_is_gone_not_another_process(monkeypatch):
+    """Both reads go through one open directory of the process: a pid reaped
+    (and perhaps taken again) between the status that said it was dead and
+    the file answers ESRCH, where a second look-up by path would find no
+    such file (ENOENT) or the next process's."""
     child = subprocess.Popen(["true"])
     deadline = time.monotonic() + 10
     while b"\nState:\tZ" not in procread._read_direct(f"/proc/{child.pid}/status", None):
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    folder = os.open(f"/proc/{child.pid}", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        child.wait()
-        with pytest.raises(ProcessLookupError):
-            procread.read("stat", folder)
-    finally:
-        os.close(folder)
+    real = procread._read_direct
+
+    def reaped_after_status(path, dir_fd):
+        data = real(path, dir_fd)
+        if path == "status":
+            child.wait()
+        return data
+
+    monkeypatch.setattr(procread, "_read_direct", reaped_after_status)
+    with pytest.raises(ProcessLookupError):
+        procread.read(f"/proc/{child.pid}/stat")
+    assert child.returncode == 0  # reaped in between, as meant
