@@ -403,15 +403,18 @@ class Daemon:
         tick writes before its signals go: a restart between the two finds
         the overflow owed (``CpcDevice.restored``), never already signalled
         and then crossed again."""
-        if self.signals.owes(pid, tid):
-            self._record_setup((pid,))
-        return self.signals.send_now(pid, tid)
+        if not self.signals.owes(pid, tid):
+            return False
+        sent = self.signals.sent
+        self._store_then_send(pid, tid, lambda: self.signals.send_now(pid, tid))
+        return self.signals.sent > sent
 
-    def _store_then_send(self, pid: int, tid: int, send: Callable[[], None]) -> None:
-        """A signal a personality sends itself (perfctr's, with its mask in
-        si_value) goes once the store has the thread's contexts as they are
-        now, the counters suspended at the overflow (a write in mid-call, as
-        ``_send_now``'s)."""
+    def _store_then_send(self, pid: int, tid: int, send: Callable[[], object]) -> None:
+        """Every overflow signal that goes at once - the sender's (``_send_now``)
+        and those a personality sends itself (perfctr's, its mask in si_value) -
+        goes once the store has the process's records and the thread's
+        contexts as they are now, the counters stopped at the overflow (a write
+        in mid-call)."""
         self.threads.touched.add(tid)
         self._record_setup((pid,))
         send()
