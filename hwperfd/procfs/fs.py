@@ -90,9 +90,6 @@ MAX_HELD_TEXT_PER_USER = 64 << 20
 CONTROL_NAME = b"control"
 CONTROL_INODE = pyfuse3.ROOT_INODE + 1
 _PID_BASE = CONTROL_INODE + 1  # inode of pid p is p + _PID_BASE
-#: How long the kernel may keep the names of the root, the control node and
-#: the personalities' nodes (a new mount starts afresh).
-STATIC_ENTRY_S = 3600.0
 NODE_BASE = 1 << 31  # the personalities' nodes, in the order given: above any pid's inode, below pinfo's
 PID_INODE_BASE = _PID_BASE
 
@@ -253,11 +250,6 @@ class ProcFs(pyfuse3.Operations):
         entry.attr_timeout = 1
         entry.st_blksize = 4096
         entry.st_nlink = 1
-        if inode == pyfuse3.ROOT_INODE or inode == CONTROL_INODE or inode in self.nodes:
-            # Names that stand for the mount's life: the kernel keeps them, and
-            # an open of <mount>/perfctr (a PAPI thread's registration) or of
-            # the control node (perfex's start) costs no look-up of its own.
-            entry.entry_timeout = STATIC_ENTRY_S
         if inode == pyfuse3.ROOT_INODE:
             entry.st_mode = stat.S_IFDIR | 0o555
             entry.st_nlink = 2

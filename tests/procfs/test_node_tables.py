@@ -97,33 +97,3 @@ def test_perfctr_sends_an_overflow_signal_only_after_the_store_took_its_thread()
     gone = tasks.Task(tid=2**22 + 2, tgid=2**22 + 1, start=1, uids=(0, 0, 0, 0), state="R", tracer=0)  # no such thread
     node.device.virtual._signal(gone, 34, 1, 0)
     assert order == [("stored", gone.tgid, gone.tid), "sent"]
-
-
-def test_the_kernel_keeps_the_names_that_last_the_mount_and_never_a_pids():
-    """The root, the control node and each personality's node stand for the
-    mount's life: their look-ups carry a long entry timeout, so an open of
-    <mount>/perfctr (each PAPI thread's registration) or of the control node
-    (perfex's start) sends no LOOKUP.  A pid's entry is never kept: a process
-    that exits must vanish at once."""
-    import os
-
-    import pyfuse3
-    import trio
-
-    from hwperfd.procfs.fs import STATIC_ENTRY_S, ProcFs
-    from hwperfd.service import MOUNT_FILES
-
-    kernel = CounterKernel(CpuSet(1, "intel", 200), ManualClock(1))
-    fs = ProcFs(kernel, clock=ManualClock(1), mount="/nowhere", files=MOUNT_FILES, nodes=PERSONALITY_NODES)
-
-    async def timeouts():
-        root = pyfuse3.ROOT_INODE
-        names = [b"control", *(node.name for node in fs.nodes.values())]
-        kept = [(await fs.lookup(root, name)).entry_timeout for name in names]
-        pid = (await fs.lookup(root, b"%05d" % os.getpid())).entry_timeout
-        return names, kept, pid
-
-    names, kept, pid = trio.run(timeouts)
-    assert {b"control", b"perfctr", b"cpc", b"pctr"} <= set(names)
-    assert kept == [STATIC_ENTRY_S] * len(names)
-    assert pid == 0
