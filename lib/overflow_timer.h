@@ -205,6 +205,7 @@ static void ovf_schedule(struct ovf_timer *t, long long now, int idle)
 static void ovf_ring(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno, fd, which;
+    unsigned gen;
     struct ovf_timer *t = &ovf_self;
     long long now;
 
@@ -235,6 +236,7 @@ static void ovf_ring(int sig, siginfo_t *si, void *uc)
     fd = t->fd;
     if (fd < 0)
 	goto out;
+    gen = t->gen;
     now = ovf_clock(t->clock);
     if (which == OVF_WALL && now < t->instant) {
 	long long ran = now - t->armed_cpu, waited = ovf_clock(CLOCK_MONOTONIC) - t->armed_wall;
@@ -256,9 +258,15 @@ static void ovf_ring(int sig, siginfo_t *si, void *uc)
 	    goto out;
 	}
 	/* Rung the lead early, as meant, while it runs: its own CPU time up
-	   to the instant is what the program would have run. */
-	while (now < t->instant && t->fd == fd)
+	   to the instant is what the program would have run.  A signal
+	   taken meanwhile may arm again (the overflow's own handler, when
+	   the daemon's look found it first, restarts the counters on the
+	   same file): that arming times itself, and waiting here for its
+	   instant would keep the program from running a whole period. */
+	while (now < t->instant && t->gen == gen)
 	    now = ovf_clock(t->clock);
+	if (t->gen != gen)
+	    goto out;
     }
     if (now >= t->instant) {
 	sigset_t hold;

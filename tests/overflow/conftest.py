@@ -42,6 +42,17 @@ def _build(shared_tmp: Path, name: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def ring_rearm(shared_tmp) -> Path:
+    """ring_rearm.c: lib/overflow_timer.h alone, no library, no daemon."""
+    out = shared_tmp / "overflow-bin"
+    out.mkdir(mode=0o755, exist_ok=True)
+    target = out / "ring_rearm"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'lib'}", "-o", str(target),
+                    str(HERE / "ring_rearm.c"), "-pthread"], check=True)  # fmt: skip
+    return target
+
+
+@pytest.fixture(scope="session")
 def irix_sampler(shared_tmp) -> Path:
     return _build(shared_tmp, "irix_sampler")
 

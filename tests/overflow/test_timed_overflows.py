@@ -14,8 +14,8 @@ restart's own round trip counts: the library tells the daemon where the
 thread's clock stood as it called).  What a round trip costs the thread is the machine's: a
 few us where the daemon shares its CPU, tens of us on a 2-CPU VM where it
 sleeps on the other CPU (waking it is an exit to the host, which the caller
-pays, busy CPU or idle; bench/overflow.py prints both), more on a busy host.  So the test bounds the frozen time by what the
-handler's own restarts cost the thread in the same run (timed.c measures
+pays, busy CPU or idle; bench/overflow.py prints both), more on a busy host.
+So the test bounds the frozen time by what the handler's own restarts cost the thread in the same run (timed.c measures
 it): 1.3 to 2.6 times that, measured on quiet and loaded 2-CPU VMs, is
 allowed 5 times; an overflow found late - by the daemon's tick, which a
 lost timer falls back to - is frozen 10 times that and more.  The figures
@@ -181,6 +181,22 @@ def test_a_thread_that_slept_beside_a_cpu_bound_process_on_every_cpu_gets_its_ov
     frozen_ns = frozen(r)
     assert frozen_ns <= ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS, r
     assert r["signals"] >= 15, r
+
+
+def test_a_signal_that_arms_again_while_the_timer_waits_out_its_instant_returns_the_thread_to_its_program(
+    ring_rearm,
+):
+    """The timer's handler waits out the last us before an instant; the
+    overflow's own handler, run inside that wait when the daemon's look
+    found the overflow first, restarts the counters and arms again.  The
+    wait ends there: waiting for the new instant kept the program from
+    running for a whole period (seen as 5 ms of CPU time lost at a 5 ms
+    period beside CPU-bound processes)."""
+    done = subprocess.run([str(ring_rearm)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    r = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", done.stdout)}
+    assert r["hits"] >= 1, r  # a signal came inside the wait: what the test is about
+    assert r["longest_ns"] < 5_000_000, r  # the arming's 50 ms, had the wait gone on
 
 
 def state(proc: subprocess.Popen, signals: int) -> dict[str, int]:
