@@ -11,14 +11,18 @@ a period loses is the CPU time from the overflow to the handler's restart
 (the counters stand still meanwhile, as perfctr's did): the timer's signal,
 the look, a round trip to the daemon, and the overflow's signal (the
 restart's own round trip counts: the library tells the daemon where the
-thread's clock stood as it called).  What a round trip costs the thread is the machine's: a
-few us where the daemon shares its CPU, tens of us on a 2-CPU VM where it
-sleeps on the other CPU (waking it is an exit to the host, which the caller
-pays, busy CPU or idle; bench/overflow.py prints both), more on a busy host.
-So the test bounds the frozen time by what the handler's own restarts cost the thread in the same run (timed.c measures
+thread's clock stood as it called).  What a round trip costs the thread is
+the machine's: a few us where the daemon shares its CPU, tens of us on a
+2-CPU VM where it sleeps on the other CPU (waking it is an exit to the host,
+which the caller pays, busy CPU or idle; bench/overflow.py prints both),
+more on a busy host.  So the test bounds the frozen time by what the
+handler's own restarts cost the thread in the same run (timed.c measures
 it): 1.3 to 2.6 times that, measured on quiet and loaded 2-CPU VMs, is
 allowed 5 times; an overflow found late - by the daemon's tick, which a
-lost timer falls back to - is frozen 10 times that and more.  The figures
+lost timer falls back to - is frozen 10 times that and more.  Beside that,
+the time the thread spent in system calls that stalled in the kernel (timed.c
+sees each as a stretch of CPU time its loop did not run): no signal reaches
+a thread there, so an overflow inside one waits for its end.  The figures
 against the 5% goal are bench/overflow.py's."""
 from __future__ import annotations
 
@@ -37,6 +41,10 @@ MS = MHZ * 1000  # cycles in a millisecond of CPU time
 # (up to twice as dear: it sends the signal), the signals and as much again to spare.
 ROUND_TRIPS = 5
 SIGNAL_NS = 20_000  # and the two signals' way in, per overflow
+# System calls that stalled in the kernel for more than timed.c's STALL_NS
+# of the thread's CPU time, allowed in one run: the loaded VM's, rare; a
+# handler that spun at every overflow would show at most of them.
+STALLS = 2
 
 
 def burn(mount, program, personality: str, period: int, cpu_ms: int, nobody: bool = False, idle_ms: int = 0,
@@ -55,12 +63,21 @@ def frozen(r: dict[str, int]) -> int:
     return r["cpu_ns"] - r["setup_ns"] - r["counted"] * 1000 // MHZ
 
 
+def allowed(r: dict[str, int]) -> int:
+    """The frozen time an on-time run may show: the machinery of each
+    overflow, as it costs the thread on this machine, and the stretches the
+    thread spent stalled in the kernel (timed.c), where no signal reaches
+    it: an overflow that falls in one cannot be signalled before it ends."""
+    assert r["stalls"] <= STALLS, r
+    return ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS + r["stalled_ns"]
+
+
 def check_on_time(r: dict[str, int]) -> None:
     """The counters stood frozen no longer than the machinery of an
     overflow costs the thread on this machine: the overflow was looked at
     on its instant, not a tick late."""
     frozen_ns = frozen(r)
-    assert frozen_ns <= ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS, r
+    assert frozen_ns <= allowed(r), r
     held = r["cpu_ns"] * MHZ // 1000 // (2 * MS)  # periods in the CPU time the thread ran
     assert 10 <= r["signals"] <= held, r
 
@@ -139,7 +156,7 @@ def test_an_idle_thread_that_times_itself_waits_on_its_processs_cpu_clock(intel_
     # POSIX one, where perf_event_open is not allowed, rings up to a
     # scheduler tick late on a quiet machine (docs/overflow.md): 10 ms more.
     frozen_ns = frozen(r)
-    assert frozen_ns <= ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS + 10_000_000, r
+    assert frozen_ns <= allowed(r) + 10_000_000, r
     assert r["signals"] >= 10, r
     assert after["rung"] > before["rung"], (before, after)
     assert after["armed"] - before["armed"] <= 5, (before, after)
@@ -179,7 +196,7 @@ def test_a_thread_that_slept_beside_a_cpu_bound_process_on_every_cpu_gets_its_ov
         r = burn(intel_real, timed, personality, 5 * MS, 100, nobody, idle_ms=300)
     check_exact(r, 5 * MS)
     frozen_ns = frozen(r)
-    assert frozen_ns <= ROUND_TRIPS * r["restart_ns"] + r["signals"] * SIGNAL_NS, r
+    assert frozen_ns <= allowed(r), r
     assert r["signals"] >= 15, r
 
 
