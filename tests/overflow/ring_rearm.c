@@ -9,7 +9,7 @@
  * the handler's rule, the libraries' runs pin the rest.  Each try arms an
  * instant 100 us of CPU time ahead and enters the handler as the monotonic
  * timer's ring (OVF_SIGNAL blocked, as the kernel enters it); SIGALRM, 30
- * us later, arms again 50 ms ahead.  Prints "hits=H tries=T
+ * us later, arms again 200 ms ahead.  Prints "hits=H tries=T
  * longest_ns=L": the tries whose SIGALRM came inside the handler's wait,
  * and the most CPU time one of those spent in the handler. */
 #define _GNU_SOURCE
@@ -20,7 +20,7 @@
 #include "overflow_timer.h"
 
 #define FD 7			/* what the look would call on: no file is used */
-#define REARM_NS 50000000LL	/* the second arming: 50 ms of CPU time ahead */
+#define REARM_NS 200000000LL	/* the second arming: 200 ms of CPU time ahead */
 
 static volatile int in_wait, hit, looks, looks_before;
 

@@ -213,7 +213,9 @@ def test_a_signal_that_arms_again_while_the_timer_waits_out_its_instant_returns_
     assert done.returncode == 0, (done.stdout, done.stderr)
     r = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", done.stdout)}
     assert r["hits"] >= 1, r  # a signal came inside the wait: what the test is about
-    assert r["longest_ns"] < 5_000_000, r  # the arming's 50 ms, had the wait gone on
+    # The arming's 200 ms, had the wait gone on; a system call of the
+    # handler's that stalls in the kernel (docs/overflow.md) takes ms at most.
+    assert r["longest_ns"] < 100_000_000, r
 
 
 def state(proc: subprocess.Popen, signals: int) -> dict[str, int]:
