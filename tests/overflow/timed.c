@@ -14,7 +14,7 @@
  *
  * Prints "signals=N counted=C cpu_ns=T restart_ns=R setup_ns=S longest_ns=L":
  * C is what the counter counted (its sum), T the thread's own CPU time from
- * before the set-up, R the part of T the handler's restart calls took (a
+ * before the set-up to the call that takes the count, R the part of T the handler's restart calls took (a
  * round trip to the daemon: what one costs the thread on this machine), S
  * the part the set-up took, before the counting began, L the most CPU time
  * from the counting's start or a restart's return to the next handler (a
@@ -177,7 +177,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (strcmp(argv[3], "burn") == 0 && (argc == 5 || argc == 6)) {
 	volatile unsigned long spin = 0;
-	long long until, total;
+	long long until, total, end;
 
 	begin = cpu_ns();
 	start();
@@ -205,6 +205,10 @@ int main(int argc, char **argv)
 	    for (int i = 0; i < 1000; ++i)
 		++spin;
 	}
+	/* The counting ends with the call that takes the count (libcpc's
+	   sample, perfctr's stop): the CPU time after it is not the
+	   counters' to count. */
+	end = cpu_ns();
 	if (use_cpc) {
 	    total = counted();
 	    cpc_unbind(cpc, set);
@@ -213,7 +217,7 @@ int main(int argc, char **argv)
 	    total = counted();
 	}
 	printf("signals=%ld counted=%lld cpu_ns=%lld foreign=%ld restart_ns=%lld setup_ns=%lld longest_ns=%lld"
-	       " misread=%ld page_reads=%ld stalled_ns=%lld stalls=%ld\n", (long)signals, total, cpu_ns() - begin,
+	       " misread=%ld page_reads=%ld stalled_ns=%lld stalls=%ld\n", (long)signals, total, end - begin,
 	       (long)foreign, restart_ns, setup_ns, longest_ns, (long)misread, (long)page_reads, stalled_ns, stalls);
 	return 0;
     }
