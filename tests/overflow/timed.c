@@ -14,13 +14,13 @@
  *
  * Prints "signals=N counted=C cpu_ns=T restart_ns=R setup_ns=S longest_ns=L":
  * C is what the counter counted (its sum), T the thread's own CPU time from
- * before the set-up to the call that takes the count, R the part of T the handler's restart calls took (a
- * round trip to the daemon: what one costs the thread on this machine), S
- * the part the set-up took, before the counting began, L the most CPU time
- * from the counting's start or a restart's return to the next handler (a
- * period, and what that overflow came late: which one a failure shows);
- * "stalled_ns=D stalls=N": the burn loop's stretches of CPU time in the
- * kernel (STALL_NS);
+ * before the set-up to the call that takes the count, R the part of T the
+ * handler's restart calls took (a round trip to the daemon: what one costs
+ * the thread on this machine), S the part the set-up took, before the
+ * counting began, L the most CPU time from the counting's start or a
+ * restart's return to the next handler (a period, and what that overflow
+ * came late: which one a failure shows); "stalled_ns=D stalls=N": the
+ * stretches of CPU time the burn loop did not run (STALL_NS);
  * with TIMED_READ, "misread=M" (handler reads not at the overflow) and, for
  * perfctr, "page_reads=P" (handler reads the vperfctr's state page served,
  * without a round trip). */
@@ -190,18 +190,25 @@ int main(int argc, char **argv)
 		;
 	}
 	until = begin + atoll(argv[4]) * 1000000LL;
-	for (long long last = cpu_ns(), last_restart = restart_ns, now; (now = cpu_ns()) < until;) {
+	for (long long last = cpu_ns(), last_restart = restart_ns;;) {
+	    long long now, restart, gap;
+
+	    do {		/* a handler's restart and the clock, read together */
+		restart = restart_ns;
+		now = cpu_ns();
+	    } while (restart != restart_ns);
+	    if (now >= until)
+		break;
 	    /* Between two reads of the clock the loop ran 1 000 increments
 	       and one system call, a few us; and any handlers (their restarts
 	       counted apart). */
-	    long long gap = now - last - (restart_ns - last_restart);
-
+	    gap = now - last - (restart - last_restart);
 	    if (gap > STALL_NS) {
 		stalled_ns += gap;
 		++stalls;
 	    }
 	    last = now;
-	    last_restart = restart_ns;
+	    last_restart = restart;
 	    for (int i = 0; i < 1000; ++i)
 		++spin;
 	}
