@@ -11,6 +11,7 @@ import pytest
 
 from hwperfd.host import processes
 from tests.conftest import NOBODY
+from tests.waiting import wait_for
 
 
 def info(examples, mount, *args, user=None):
@@ -24,16 +25,24 @@ def info(examples, mount, *args, user=None):
     return out
 
 
+def _asleep_in_sleep(pid: int) -> bool:
+    """Exec'd sleep(1) and in its sleep: just after the exec it still runs
+    (the loader, then its set-up), and Linux says R."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            comm, state = f.read().rsplit(")", 1)
+    except OSError:
+        return False
+    return comm.endswith("(sleep") and state.split()[0] == "S"
+
+
 @pytest.fixture
 def target():
     """A sleeping root process that has written 6 bytes (so its I/O counts
     are not 0) and then exec'd sleep."""
     proc = subprocess.Popen(["sh", "-c", "echo hello > /dev/null; exec sleep 60"], stdin=subprocess.DEVNULL)
     try:
-        for _ in range(500):
-            if processes.read_psinfo(proc.pid) and processes.read_psinfo(proc.pid).comm == "sleep":
-                break
-            os.sched_yield()
+        assert wait_for(lambda: _asleep_in_sleep(proc.pid), timeout=10, interval=0.001)
         yield proc.pid
     finally:
         proc.kill()
@@ -115,11 +124,8 @@ def test_the_process_file_stays_closed_to_other_users(manual_mount, examples, ta
 def test_own_map_needs_no_privilege(manual_mount, examples):
     sleeper = subprocess.Popen(NOBODY + ["sleep", "60"])
     try:
-        for _ in range(500):
-            ps = processes.read_psinfo(sleeper.pid)
-            if ps and ps.comm == "sleep" and ps.uid == 65534:
-                break
-            os.sched_yield()
+        # Its maps settle once the loader is done: compared with Linux's after.
+        assert wait_for(lambda: _asleep_in_sleep(sleeper.pid), timeout=10, interval=0.001)
         out = info(examples, manual_mount, sleeper.pid, user="nobody")
         assert int(out["nmap"]) == len(linux_maps(sleeper.pid))
         assert out["cred"] == "65534 65534 65534 65534 65534 65534 0"
