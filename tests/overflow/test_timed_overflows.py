@@ -42,9 +42,8 @@ MS = MHZ * 1000  # cycles in a millisecond of CPU time
 ROUND_TRIPS = 5
 SIGNAL_NS = 20_000  # and the two signals' way in, per overflow
 # System calls that stalled in the kernel for more than timed.c's STALL_NS
-# of the thread's CPU time, allowed in one run: the loaded VM's, rare (2 at
-# most in a run of hundreds beside CPU-bound processes); a handler that spun
-# at every overflow would show one at each, 15 or more.
+# of the thread's CPU time, allowed in one run: the loaded VM's are rare; a
+# handler that spun at every overflow would show one at each, 15 or more.
 STALLS = 5
 
 
