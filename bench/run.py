@@ -103,6 +103,7 @@ REPORT = ROOT / "docs" / "performance.md"
 # bench/*.py with a main() that are not bench modules: this runner and the servers it starts.
 NOT_MODULES = {"run", "pyfuse3_floor"}
 QUICK_ENV = "HWPERFD_BENCH_QUICK"  # set to 1 for the bench modules in --quick runs
+MODULE_GRACE = 30  # seconds a stopped module's group has to unmount before SIGKILL
 PLACEMENTS = ("same", "split", "free")
 
 sys.path.insert(0, str(ROOT))
@@ -959,18 +960,40 @@ class ModuleRun:
 
 
 def run_module(path: Path, quick: bool, timeout: float) -> ModuleRun:
-    """``python3 bench/<topic>.py``, as its author runs it; its output is its figures."""
+    """``python3 bench/<topic>.py``, as its author runs it; its output is its figures.
+    It runs in a process group of its own, which goes whole when it times out
+    or this run is stopped: a module's daemons are its children, and a module
+    killed alone would leave them running, mounted."""
     env = {**os.environ, QUICK_ENV: "1" if quick else "0"}
     start = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True, text=True,
-                              errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return ModuleRun(path, None, out, time.monotonic() - start, f"timed out after {timeout:g} s")
+        process = subprocess.Popen([sys.executable, str(path)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
     except OSError as exc:
         return ModuleRun(path, None, "", time.monotonic() - start, f"could not start: {exc}")
-    return ModuleRun(path, done.returncode, done.stdout + done.stderr, time.monotonic() - start)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = stop_group(process)
+        return ModuleRun(path, None, out + err, time.monotonic() - start, f"timed out after {timeout:g} s")
+    except BaseException:  # this run's SIGTERM or Ctrl-C: the module's group goes with it
+        stop_group(process)
+        raise
+    return ModuleRun(path, process.returncode, out + err, time.monotonic() - start)
+
+
+def stop_group(process: subprocess.Popen) -> tuple[str, str]:
+    """SIGTERM to a module's process group (each daemon in it unmounts on
+    SIGTERM), SIGKILL to what is left after MODULE_GRACE seconds; what it
+    printed meanwhile."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        return process.communicate(timeout=MODULE_GRACE)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        return process.communicate()
 
 
 # A module may give figures the report puts in a table, one per line:
