@@ -158,7 +158,7 @@ class Daemon:
         self._unwritten: set[int] = set()  # pids the last write had to leave: their signals wait
         self.signals.held = self._held_for_store
         self.kernel = CounterKernel(
-            self.cpus, self.clock, signal=self._owe, gone=self._gone, cancel=self.signals.cancel
+            self.cpus, self.clock, signal=self._owe, gone=self._gone, cancel=self._end_owed
         )
         self.kernel.host_time = isinstance(self.clock, RealClock)
         self.lifecycle = Lifecycle(self.kernel, processes, self.clock, host_time=isinstance(self.clock, RealClock))
@@ -408,6 +408,13 @@ class Daemon:
         sent = self.signals.sent
         self._store_then_send(pid, tid, lambda: self.signals.send_now(pid, tid))
         return self.signals.sent > sent
+
+    def _end_owed(self, pid: int, sig: int, tid: int) -> None:
+        """Counters stop raising ``sig`` in mid-call: what they raised goes
+        before the answer (``SignalSender.end``), written first as any
+        signal that goes at once."""
+        if self.signals.owed(pid, sig, tid):
+            self._store_then_send(pid, tid, lambda: self.signals.end(pid, sig, tid))
 
     def _store_then_send(self, pid: int, tid: int, send: Callable[[], object]) -> None:
         """Every overflow signal that goes at once - the sender's (``_send_now``)

@@ -230,6 +230,28 @@ class SignalSender:
             if not target.owed:
                 self._forget_target(target)
 
+    def end(self, pid: int, sig: int, tid: int = 0) -> bool:
+        """The counters that raise ``sig`` for ``pid`` (``tid`` 0), or for its
+        thread ``tid``, stop raising it (a release, or a control with another
+        signal), in a call about to answer: what they raised goes now, as on
+        IRIX each overflow's signal went at its interrupt, before any later
+        call took effect - a real-time signal every one owed (they queue), a
+        standard one the next (the target cannot take it before the call
+        returns, and the rest would merge with it there) - and nothing of it
+        after.  True if a signal went."""
+        sent = self.sent
+        now = time.monotonic()
+        for key in [k for k in self._by_pid.get(pid, ()) if k[2] == tid]:
+            target = self._targets[key]
+            while target.owed.get(sig) and self._send_one(key, target, now, only=sig, queue=True):
+                if not _queues(sig) or key not in self._targets:
+                    break
+            left = target.owed.pop(sig, 0)
+            self.merged += left
+            if key in self._targets and not target.owed:
+                self._forget_target(target)
+        return self.sent > sent
+
     def forget(self, pid: int) -> None:
         """The process at ``pid`` is gone: what it and its threads were owed
         goes with it."""
@@ -311,9 +333,12 @@ class SignalSender:
             progressed |= self._send_one(key, target, now)
         return progressed
 
-    def _send_one(self, key: tuple[int, int, int], target: _Target, now: float) -> bool:
+    def _send_one(
+        self, key: tuple[int, int, int], target: _Target, now: float, only: int = 0, queue: bool = False
+    ) -> bool:
         """Send the next owed signals to one target that has taken the last;
-        True if any was sent."""
+        True if any was sent.  ``only``: that signal alone; ``queue``: a
+        real-time signal goes even while the last is pending (``end``)."""
         progressed = False
         if self.held(target.pid) or (target.tid and self.held(target.tid)):
             # Sent before the store has what raised it, a restart between the
@@ -333,6 +358,8 @@ class SignalSender:
             return False
         sent_here = False
         for sig, count in list(target.owed.items()):
+            if only and sig != only:
+                continue
             bit = 1 << (sig - 1)
             if status.ignored & bit and sig not in _UNIGNORABLE:
                 del target.owed[sig]  # delivery would do nothing
@@ -342,7 +369,7 @@ class SignalSender:
                 del target.owed[sig]  # a profiling tick nobody records (an exec reset the handler)
                 self.dropped += count
                 continue
-            if (status.pending if target.tid else status.shared) & bit:
+            if (status.pending if target.tid else status.shared) & bit and not (queue and _queues(sig)):
                 if not _queues(sig) and self._stays_pending(target, status, bit):
                     # A standard signal does not queue: the kernel merges an
                     # overflow's with the one pending (kernel/signal.c,

@@ -316,7 +316,7 @@ class CounterKernel:
         self._signal = signal
         self._gone = gone  # a process's state went: whatever it was owed goes too
         # (pid, signal, tid): the counters of the process (tid 0) or of its thread no longer raise the
-        # signal; what is owed of it goes.
+        # signal; what is owed of it goes now, or not at all.
         self._cancel = cancel
         self._procs: dict[int, _ProcessRecord] = {}
         # Records kept under a thread's tid (not its process's main one): the
@@ -436,8 +436,8 @@ class CounterKernel:
             raise self._not_in_use(target.pid)
         if record.generation > INT_MAX - 2:
             raise InvalidRequest(f"pid {target.pid} has used up its generations")
-        self._end_signals(record, request.signal)
         self._catch_up(record)
+        self._end_signals(record, request.signal)
         owner = record.owner if record.owner is None else owner_of(caller)
         generation = record.generation + 2
         self._count(
@@ -460,8 +460,8 @@ class CounterKernel:
             return
         if record is None or record.state is State.RELEASED:
             raise self._not_in_use(target.pid)
-        self._end_signals(record)
         self._catch_up(record)
+        self._end_signals(record)
         record.state = State.RELEASED
         record.profiling, record.suspended = 0, False
         trace.active.released(target.pid, "released")
@@ -1143,9 +1143,10 @@ class CounterKernel:
         return record, seen, generation
 
     def _end_signals(self, record: _ProcessRecord, keep: int = 0) -> None:
-        """The counters stop raising their signals (a release, or a control
-        with another signal): what is still owed of them is not sent.  What
-        the catch-up that follows finds was raised before, and goes."""
+        """The counters, caught up, stop raising their signals (a release, or
+        a control with another signal): what they raised goes before the call
+        answers, and nothing after (``cancel``: IRIX sent each overflow's
+        signal at its interrupt, so none came after the call returned)."""
         process = self._thread_of.get(record.pid)
         pid, tid = (record.pid, 0) if process is None else (process, record.pid)
         for sig in (record.block.request.signal, record.profiling):

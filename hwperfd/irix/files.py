@@ -75,11 +75,26 @@ class ProcessFiles:
             changed.report(TEXTS | COUNTS)  # caught up
             return reply
         reply = self._ioctls(call, changed)
+        # IRIX sent each overflow's signal at its interrupt (r10k_counters(5),
+        # hwp_ovflw_sig), so none came after a call that counted past it had
+        # returned: what the call's catch-up found goes before its answer.
+        self._deliver_owed(call)
         if call.cmd == structs.PIOCGETEVCTRS:
             # The bridge may answer this caller's next reads from a state page,
             # unless a fault waits for one of them.
             changed.fast_read = not self._faults.armed(call.target, "PIOCGETEVCTRS")
         return reply
+
+    def _deliver_owed(self, call: Call) -> None:
+        """Send now what is owed to the file's process, or to the thread
+        whose own file it is."""
+        if call.gone:
+            return
+        process = self._kernel.thread_record(call.target)
+        if process:
+            self._deliver(process, call.target)
+        else:
+            self._deliver(call.target, 0)
 
     def _overflow_left(self, call: Call) -> Reply:
         """HWPERFD_PIOCOVFLNS: the CPU ns before the nearest overflow of the

@@ -93,6 +93,40 @@ def test_sender_backs_off_while_its_signal_stays_pending():
         child.wait()
 
 
+TAKES_QUEUED = (
+    "import signal, sys\n"
+    "both = {signal.SIGRTMIN + 2, signal.SIGUSR2}\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, both)\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n"
+    "got = {s: 0 for s in both}\n"
+    "while (info := signal.sigtimedwait(both, 0)) is not None:\n"
+    "    got[info.si_signo] += 1\n"
+    "print(got[signal.SIGRTMIN + 2], got[signal.SIGUSR2], flush=True)\n"
+)
+
+
+def test_ending_a_signal_sends_every_real_time_one_owed_and_one_standard_at_once():
+    """A release ends its signal in mid-call: real-time signals queue, so
+    every one owed goes at once though the first is still pending; of a
+    standard one the next goes and the rest merge with it; nothing stays
+    owed to be sent after the call."""
+    child = spawn(TAKES_QUEUED)
+    try:
+        sender = SignalSender()
+        sender.owe(owed(child.pid, 5))
+        sender.owe(owed(child.pid, 4, signal.SIGUSR2))
+        assert sender.end(child.pid, RT) and sender.sent == 5
+        assert sender.end(child.pid, signal.SIGUSR2) and sender.sent == 6 and sender.merged == 3
+        assert sender.owed(child.pid, RT) == sender.owed(child.pid, signal.SIGUSR2) == 0
+        assert sender.targets() == 0
+        child.stdin.close()
+        assert child.stdout.readline() == b"5 1\n"  # what the target took: every real-time one, one standard
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_many_blocked_targets_cost_a_few_looks_each():
     children = [spawn(BLOCKS_SIGUSR1) for _ in range(40)]
     try:

@@ -29,6 +29,15 @@
  *	prints "thread=I signals=N foreign=F" a thread and "stray=M", until
  *	the input ends.
  *
+ *   irix_sampler release CYCLES PERIOD MHZ
+ *	The process's counters, enabled and released CYCLES times: each
+ *	time it burns between half a period and three periods of CPU time
+ *	(its own pseudo-random draw), releases, and burns 2 ms more.  Prints
+ *	"signals=N after=A crossed=C": A of the N signals came after a
+ *	release had returned (IRIX sent each at its overflow's interrupt,
+ *	before any later call took effect); C overflows the released counts
+ *	had crossed.
+ *
  *   irix_sampler reuse CPU_MS
  *	(root) A thread of a child process counts CPU_MS of its own CPU time
  *	on its own file and ends with the child; a thread of this process is
@@ -340,6 +349,63 @@ static int reuse(char **argv)
     return 0;
 }
 
+static volatile sig_atomic_t released;
+static volatile long release_signals, after_release;
+
+static void on_release_test(int sig)
+{
+    (void)sig;
+    ++release_signals;
+    if (released)
+	++after_release;
+}
+
+static int release_cycles(char **argv)
+{
+    long cycles = atol(argv[2]);
+    long long period = atoll(argv[3]);
+    double ns_per = 1000.0 / atof(argv[4]);
+    unsigned seed = 12345;
+    struct sigaction sa;
+    hwperf_profevctrarg_t args;
+    hwperf_cntr_t counts;
+    long long crossed = 0;
+    char path[32];
+    int fd;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_release_test;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    memset(&args, 0, sizeof args);
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_mode = modes();
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_ie = 1;
+    args.hwp_ovflw_freq[0] = (int)period;
+    args.hwp_ovflw_sig = SIGUSR1;
+    sprintf(path, "/proc/%05d", (int)getpid());
+    if ((fd = open(path, O_RDWR)) < 0)
+	return perror(path), 1;
+    for (long i = 0; i < cycles; ++i) {
+	long long burn_ns = (long long)(period * ns_per) * (5 + (long long)(rand_r(&seed) % 26)) / 10;
+
+	released = 0;
+	if (ioctl(fd, PIOCENEVCTRS, &args) < 0)
+	    return perror("PIOCENEVCTRS"), 1;
+	burn(CLOCK_PROCESS_CPUTIME_ID, clock_ns(CLOCK_PROCESS_CPUTIME_ID) + burn_ns);
+	if (ioctl(fd, PIOCRELEVCTRS) < 0)
+	    return perror("PIOCRELEVCTRS"), 1;
+	released = 1;
+	/* Released counts stay readable: the overflows this round crossed. */
+	if (ioctl(fd, PIOCGETEVCTRS, &counts) < 0)
+	    return perror("PIOCGETEVCTRS"), 1;
+	crossed += counts.hwp_evctr[0] / period;
+	burn(CLOCK_PROCESS_CPUTIME_ID, clock_ns(CLOCK_PROCESS_CPUTIME_ID) + 2000000);
+    }
+    close(fd);
+    printf("signals=%ld after=%ld crossed=%lld\n", (long)release_signals, (long)after_release, crossed);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct sigaction sa;
@@ -355,6 +421,8 @@ int main(int argc, char **argv)
 	return hold(argc, argv);
     if (strcmp(argv[1], "reuse") == 0 && argc == 3)
 	return reuse(argv);
+    if (strcmp(argv[1], "release") == 0 && argc == 5)
+	return release_cycles(argv);
     threads = strcmp(argv[1], "threads") == 0;
     if (threads ? argc != 4 + NTHREADS : argc != 5 && argc != 6)
 	return 2;
