@@ -947,6 +947,8 @@ class CounterKernel:
         if not request.kernel_mode:
             raise InvalidRequest("system mode needs at least one event counted in kernel mode")
         self._catch_up_system(system)
+        if (system.signal_to, system.request.signal) != (caller.pid, request.signal):
+            self._end_system_signal(system)
         for block in system.per_cpu:
             block.reprogram(request)
         system.request = request
@@ -1114,6 +1116,18 @@ class CounterKernel:
             due = now + SIGNAL_TICK_NS if due is None else min(due, now + SIGNAL_TICK_NS)
         return due
 
+    def system_signal_to(self) -> int | None:
+        """The process system mode's overflow signals go to, if it holds it."""
+        return None if self._system is None else self._system.signal_to
+
+    def _end_system_signal(self, system: _SystemRecord) -> None:
+        """System mode, caught up, stops raising its signal at its holder
+        (a release, or a control from another process or with another
+        signal): what it raised goes before the call answers, as
+        ``_end_signals``."""
+        if system.request.signal and system.signal_to is not None:
+            self._cancel(system.signal_to, system.request.signal, 0)
+
     def _system_signal_target(self) -> int | None:
         system = self._system
         if system is not None and system.request.signal and any(system.request.thresholds):
@@ -1233,6 +1247,7 @@ class CounterKernel:
     def _release_system(self) -> None:
         system = self._require_system()
         self._catch_up_system(system)
+        self._end_system_signal(system)
         self._system = None
         trace.active.system_mode(system.generation, False)
         self.cpus.reservation.release(SYSTEM_MODE_SERVICE)

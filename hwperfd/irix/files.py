@@ -47,10 +47,18 @@ class ControlFiles:
     def __init__(self, mount: Mount, plan: faults.FaultPlan) -> None:
         self._ioctls = SyssgiIoctls(mount.kernel)
         self._faults = plan
+        self._kernel = mount.kernel
+        self._deliver = mount.deliver
 
     def ioctl(self, call: Call, changed: Changed) -> Reply:
         self._faults.check(faults.CONTROL, call.cmd)
-        return self._ioctls(call, changed)
+        reply = self._ioctls(call, changed)
+        # What a system-mode catch-up found goes to its holder before the
+        # answer, as on a process's file (ProcessFiles.ioctl).
+        holder = self._kernel.system_signal_to()
+        if holder is not None:
+            self._deliver(holder, 0)
+        return reply
 
 
 class ProcessFiles:

@@ -445,3 +445,47 @@ def test_a_processes_thread_list_is_bounded(kernel, ledger):
     listed = kernel.threads(80)
     assert len(listed) == MAX_DESCENDANTS + 1  # the bound, then the main thread
     assert listed[-2] == (0, 2 * (2 * MAX_DESCENDANTS + 1), 2 * MAX_DESCENDANTS + 1)  # the rest, as tid 0
+
+
+def ordered_kernel(ledger, events):
+    """A kernel whose raised signals and ended signals land in one list, in order."""
+    return CounterKernel(
+        CpuSet(2, "r10000", 200), ledger,
+        signal=lambda owed: events.append(("raise", owed.pid, owed.signal, owed.count)),
+        cancel=lambda pid, sig, tid: events.append(("end", pid, sig, tid)),
+    )  # fmt: skip
+
+
+def test_a_release_raises_what_its_catch_up_finds_before_it_ends_the_signal(ledger):
+    """IRIX sent each overflow's signal at its interrupt, so all of them came
+    before a later release returned: the release catches up first, and only
+    then ends the signal (what is owed goes before the answer, none after)."""
+    events = []
+    kernel = ordered_kernel(ledger, events)
+    p = Proc(70)
+    ledger.run(70, 0)
+    kernel.enable(me(p), p, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U, True)}, {0: 200_000}, signal=10))
+    ledger.run(70, 5 * MS // 2)
+    kernel.release(me(p), p)
+    assert events == [("raise", 70, 10, 2), ("end", 70, 10, 0)]
+
+
+def test_a_control_with_another_signal_raises_the_old_ones_found_before_ending_it(ledger):
+    events = []
+    kernel = ordered_kernel(ledger, events)
+    p = Proc(71)
+    ledger.run(71, 0)
+    kernel.enable(me(p), p, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U, True)}, {0: 200_000}, signal=10))
+    ledger.run(71, 3 * MS)
+    kernel.set_control(me(p), p, CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_U, True)}, {0: 200_000}, signal=12))
+    assert events == [("raise", 71, 10, 3), ("end", 71, 10, 0)]
+
+
+def test_releasing_system_mode_raises_what_its_catch_up_finds_before_ending_the_holders_signal(ledger):
+    events = []
+    kernel = ordered_kernel(ledger, events)
+    root = Proc(72, uid=0)
+    kernel.enable_system(me(root), CounterRequest.build({0: spec_word(0, HWPERF_CNTEN_K, True)}, {0: 200_000}, signal=10))
+    ledger.cpus[0] = (0, 2 * MS)
+    kernel.release_system(me(root))
+    assert [e[0] for e in events] == ["raise", "end"] and events[-1] == ("end", 72, 10, 0)
