@@ -526,6 +526,7 @@ class CounterKernel:
         if record is None or record.state is not State.ENABLED:
             return
         self._catch_up(record)
+        self._end_signals(record)  # no profiling tick comes after evc_profil has stopped
         record.state = State.RELEASED
         record.profiling, record.suspended = 0, False
 

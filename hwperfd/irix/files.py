@@ -29,6 +29,8 @@ from hwperfd.node import COUNTS, TEXTS, Call, Changed, Mount, Reply
 # Every /proc ioctl hwperfd knows: on a pinfo file those not allowed are
 # EINVAL (known, not permitted here); anything else is ENOTTY.
 _KNOWN = frozenset(NAMES)
+# syssgi's commands that act on the calling process's own counters.
+_ON_CALLER = frozenset((structs.HWPERFD_PROFENABLE, structs.HWIOC_PROF_CTR_SUSP, structs.HWIOC_PROF_CTR_CONT))
 
 
 class RootFiles:
@@ -53,11 +55,14 @@ class ControlFiles:
     def ioctl(self, call: Call, changed: Changed) -> Reply:
         self._faults.check(faults.CONTROL, call.cmd)
         reply = self._ioctls(call, changed)
-        # What a system-mode catch-up found goes to its holder before the
-        # answer, as on a process's file (ProcessFiles.ioctl).
+        # What a catch-up found goes before the answer, as on a process's
+        # file (ProcessFiles.ioctl): system mode's to its holder, and the
+        # profiling commands' to the calling process they act on.
         holder = self._kernel.system_signal_to()
         if holder is not None:
             self._deliver(holder, 0)
+        if call.cmd in _ON_CALLER and (process := processes.thread_group(call.pid)):
+            self._deliver(process, 0)
         return reply
 
 

@@ -97,6 +97,24 @@ def test_profiling_off_releases_whatever_counters_the_caller_has(kernel, ledger)
     kernel.disable_profiling(me(p), p)  # nothing enabled: still fine
 
 
+def test_profiling_off_raises_the_ticks_its_catch_up_finds_and_then_ends_them(ledger):
+    """No tick comes after evc_profil stopped: what the catch-up found is
+    raised first, then the tick and the overflow signal end (sent before
+    the answer, never after)."""
+    events = []
+    kernel = CounterKernel(
+        CpuSet(2, "r10000", 200), ledger,
+        signal=lambda o: events.append(("raise", o.signal, o.count)),
+        cancel=lambda pid, sig, tid: events.append(("end", sig)),
+    )  # fmt: skip
+    p = Proc(100)
+    ledger.run(p.pid, 0)
+    kernel.enable_profiling(me(p), p, cycles(sig=10), TICK)
+    ledger.run(p.pid, 3 * MS)
+    kernel.disable_profiling(me(p), p)
+    assert events == [("raise", TICK, 3), ("end", 10), ("end", TICK)]
+
+
 def test_state_pages_turn_readers_to_the_daemon_while_profiling_or_suspended(kernel, ledger):
     """A state page's extrapolation would move suspended counts and cannot
     see the overflows that are ticks: its readers must ask the daemon."""
