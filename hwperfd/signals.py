@@ -35,7 +35,8 @@ has the last one pending (blocked, or a slow handler) is looked at less and
 less often, down to once per ``MAX_BACKOFF`` seconds, so a thousand blocked
 targets cost what one does; and one unprivileged user has signals owed to at
 most ``MAX_TARGETS_PER_USER`` processes and threads at a time (each holds a
-pidfd): past that, new targets' signals are dropped and counted.
+pidfd): past that, new targets' signals are dropped and counted; and a call
+that ends a signal sends at most ``END_BURST`` of it at once.
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ MAX_TARGETS_PER_USER = 4096  # processes and threads one unprivileged user has s
 MIN_POLL = 0.0005
 MAX_POLL = 0.01  # the IRIX clock tick
 MAX_BACKOFF = 1.0  # longest a target with its signal still pending waits for a look
+# Real-time signals that go at once when a call ends their counters' signal
+# (``SignalSender.end``): POSIX's least sigqueue depth (_POSIX_SIGQUEUE_MAX).
+# More owed merge, so a release costs the daemon a bounded burst, whatever
+# a client let pile up.
+END_BURST = 32
 _UNIGNORABLE = (signal.SIGKILL, signal.SIGSTOP)
 
 
@@ -235,17 +241,16 @@ class SignalSender:
         thread ``tid``, stop raising it (a release, or a control with another
         signal), in a call about to answer: what they raised goes now, as on
         IRIX each overflow's signal went at its interrupt, before any later
-        call took effect - a real-time signal every one owed (they queue), a
-        standard one the next (the target cannot take it before the call
-        returns, and the rest would merge with it there) - and nothing of it
-        after.  True if a signal went."""
+        call took effect - of a real-time signal up to ``END_BURST`` owed
+        (they queue), of a standard one the next (the target cannot take it
+        before the call returns, and the rest would merge with it there) -
+        and nothing of it after.  True if a signal went."""
         sent = self.sent
         now = time.monotonic()
         for key in [k for k in self._by_pid.get(pid, ()) if k[2] == tid]:
             target = self._targets[key]
-            while target.owed.get(sig) and self._send_one(key, target, now, only=sig, queue=True):
-                if not _queues(sig) or key not in self._targets:
-                    break
+            if target.owed.get(sig):
+                self._send_one(key, target, now, only=sig, burst=END_BURST)
             left = target.owed.pop(sig, 0)
             self.merged += left
             if key in self._targets and not target.owed:
@@ -334,11 +339,12 @@ class SignalSender:
         return progressed
 
     def _send_one(
-        self, key: tuple[int, int, int], target: _Target, now: float, only: int = 0, queue: bool = False
+        self, key: tuple[int, int, int], target: _Target, now: float, only: int = 0, burst: int = 1
     ) -> bool:
         """Send the next owed signals to one target that has taken the last;
-        True if any was sent.  ``only``: that signal alone; ``queue``: a
-        real-time signal goes even while the last is pending (``end``)."""
+        True if any was sent.  ``only``: that signal alone; ``burst``: up to
+        that many of an owed real-time signal go at once, even while one is
+        pending (``end``)."""
         progressed = False
         if self.held(target.pid) or (target.tid and self.held(target.tid)):
             # Sent before the store has what raised it, a restart between the
@@ -369,7 +375,7 @@ class SignalSender:
                 del target.owed[sig]  # a profiling tick nobody records (an exec reset the handler)
                 self.dropped += count
                 continue
-            if (status.pending if target.tid else status.shared) & bit and not (queue and _queues(sig)):
+            if (status.pending if target.tid else status.shared) & bit and not (burst > 1 and _queues(sig)):
                 if not _queues(sig) and self._stays_pending(target, status, bit):
                     # A standard signal does not queue: the kernel merges an
                     # overflow's with the one pending (kernel/signal.c,
@@ -378,22 +384,27 @@ class SignalSender:
                     self.merged += count
                     trace.active.signal_merged(target.pid, target.tid, sig, count)
                 continue  # a real-time signal, or one on its way: the next waits for it
+            went = 0
             try:
-                signal.pidfd_send_signal(target.pidfd, sig)
+                for _ in range(min(count, burst) if _queues(sig) else 1):
+                    signal.pidfd_send_signal(target.pidfd, sig)
+                    went += 1
+                    self.sent += 1
+                    trace.active.signal_sent(target.pid, target.tid, sig)
             except ProcessLookupError:
                 self._forget_target(target)
                 break
             except OSError as exc:
-                log.info("cannot send signal %d to %d: %s", sig, target.pid, exc)
-                del target.owed[sig]
-                continue
-            self.sent += 1
-            trace.active.signal_sent(target.pid, target.tid, sig)
+                if not went:
+                    log.info("cannot send signal %d to %d: %s", sig, target.pid, exc)
+                    del target.owed[sig]
+                    continue
+                count = went  # the target's queue is full: the rest would not queue either
             progressed = sent_here = True
-            if count <= 1:
+            if count <= went:
                 del target.owed[sig]
             else:
-                target.owed[sig] = count - 1
+                target.owed[sig] = count - went
         if key not in self._targets:
             return progressed
         if not target.owed:

@@ -15,7 +15,7 @@ import trio
 
 from hwperfd.counters.kernel import Signal
 from hwperfd.host import processes
-from hwperfd.signals import MAX_OWED, SignalSender
+from hwperfd.signals import END_BURST, MAX_OWED, SignalSender
 from tests.waiting import wait_for
 
 RT = signal.SIGRTMIN + 2
@@ -106,11 +106,11 @@ TAKES_QUEUED = (
 )
 
 
-def test_ending_a_signal_sends_every_real_time_one_owed_and_one_standard_at_once():
+def test_ending_a_signal_sends_the_real_time_ones_owed_in_a_bounded_burst_and_one_standard():
     """A release ends its signal in mid-call: real-time signals queue, so
-    every one owed goes at once though the first is still pending; of a
-    standard one the next goes and the rest merge with it; nothing stays
-    owed to be sent after the call."""
+    those owed go at once though the first is still pending, up to
+    END_BURST (the rest merge); of a standard one the next goes and the
+    rest merge with it; nothing stays owed to be sent after the call."""
     child = spawn(TAKES_QUEUED)
     try:
         sender = SignalSender()
@@ -120,8 +120,11 @@ def test_ending_a_signal_sends_every_real_time_one_owed_and_one_standard_at_once
         assert sender.end(child.pid, signal.SIGUSR2) and sender.sent == 6 and sender.merged == 3
         assert sender.owed(child.pid, RT) == sender.owed(child.pid, signal.SIGUSR2) == 0
         assert sender.targets() == 0
+        sender.owe(owed(child.pid, END_BURST + 68))  # a client let them pile up: a bounded burst goes
+        assert sender.end(child.pid, RT) and sender.sent == 6 + END_BURST and sender.merged == 3 + 68
         child.stdin.close()
-        assert child.stdout.readline() == b"5 1\n"  # what the target took: every real-time one, one standard
+        # what the target took: every real-time one sent, one standard
+        assert child.stdout.readline() == f"{5 + END_BURST} 1\n".encode()
     finally:
         child.kill()
         child.wait()
