@@ -144,11 +144,24 @@ def test_no_signal_comes_after_a_release_returned_and_each_overflow_before_it_si
     the release has come by the time it returns, and none after - even
     where only the release's own catch-up found it (the tick's looks alone
     come late).  A standard signal still owed at the release goes, and a
-    second merges with it."""
+    second merges with it: every overflow crossed signalled or merged,
+    which the tick's late looks, finding several at once, do more often
+    on a busy machine (at 1 ms the timer keeps within 5%)."""
+    merged = _merged(irix_real)
     done = sample(irix_real, irix_sampler, "release", "200", str(MS), str(IRIX_MHZ), nobody=nobody, timer=timer)
     r = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", done.stdout)}
+    r["merged"] = _merged(irix_real) - merged
     assert r["after"] == 0, r
-    assert r["crossed"] * KEPT // 100 <= r["signals"] <= r["crossed"], r
+    assert r["signals"] + r["merged"] == r["crossed"], r
+    if timer:
+        assert r["signals"] >= r["crossed"] * KEPT // 100, r
+
+
+def _merged(mount) -> int:
+    """The daemon's count of overflow signals merged (its control file)."""
+    found = re.search(r"overflow signals sent \d+, dropped \d+ .*, merged (\d+)", (mount.path / "control").read_text())
+    assert found, "no signal figures in the control file"
+    return int(found.group(1))
 
 
 def test_no_signal_reaches_a_process_whose_threshold_was_not_crossed(irix_real, irix_sampler):
