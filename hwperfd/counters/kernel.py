@@ -993,7 +993,7 @@ class CounterKernel:
                 self._armed.discard(pid)
                 self._timed.pop(pid, None)
                 self._looked.pop(pid, None)
-        target = self._system_signal_target()
+        target = self.system_signal_target()
         if target is not None and target not in pids:
             pids.append(target)  # catch_up() brings system mode up to date too
         return pids
@@ -1113,13 +1113,9 @@ class CounterKernel:
         """When the soonest signalling process needs a look (None: none does);
         system mode, whose CPUs are not timed apart, every IRIX clock tick."""
         due = self._armed.soonest(lambda pid: (r := self._procs.get(pid)) is None or r.suspended)
-        if self._system_signal_target() is not None:
+        if self.system_signal_target() is not None:
             due = now + SIGNAL_TICK_NS if due is None else min(due, now + SIGNAL_TICK_NS)
         return due
-
-    def system_signal_to(self) -> int | None:
-        """The process system mode's overflow signals go to, if it holds it."""
-        return None if self._system is None else self._system.signal_to
 
     def _end_system_signal(self, system: _SystemRecord) -> None:
         """System mode, caught up, stops raising its signal at its holder
@@ -1129,7 +1125,9 @@ class CounterKernel:
         if system.request.signal and system.signal_to is not None:
             self._cancel(system.signal_to, system.request.signal, 0)
 
-    def _system_signal_target(self) -> int | None:
+    def system_signal_target(self) -> int | None:
+        """The process system mode's overflow signals go to, while it holds
+        system mode with a signal armed."""
         system = self._system
         if system is not None and system.request.signal and any(system.request.thresholds):
             return system.signal_to

@@ -58,7 +58,7 @@ class ControlFiles:
         # What a catch-up found goes before the answer, as on a process's
         # file (ProcessFiles.ioctl): system mode's to its holder, and the
         # profiling commands' to the calling process they act on.
-        holder = self._kernel.system_signal_to()
+        holder = self._kernel.system_signal_target()
         if holder is not None:
             self._deliver(holder, 0)
         if call.cmd in _ON_CALLER and (process := processes.thread_group(call.pid)):
