@@ -11,7 +11,7 @@
  *                             "final cycles CYCLES cpu CPU_NS"
  *   x86_restart perfctr-i P   a vperfctr: cycles in a-mode, and in i-mode
  *                             overflowing every P (SIGIO, vperfctr_iresume);
- *                             "final cycles CYCLES overflows N"
+ *                             "final cycles CYCLES overflows N imode ISUM"
  *   x86_restart cpc           cpc_bind_curlwp, cycles;
  *                             "final cycles CYCLES cpu CPU_NS"
  *   x86_restart cpc-ovf P     cpc_bind_curlwp, cycles twice, the second with
@@ -140,7 +140,8 @@ static int perfctr(long period)
     if (vperfctr_read_ctrs(vperfctr, &sum) < 0)
         fail("vperfctr_read_ctrs");
     if (period > 0)
-        printf("final cycles %llu overflows %d\n", (unsigned long long)sum.pmc[0], (int)overflows);
+        printf("final cycles %llu overflows %d imode %llu\n", (unsigned long long)sum.pmc[0], (int)overflows,
+               (unsigned long long)sum.pmc[1]);
     else
         printf("final cycles %llu cpu %lld\n", (unsigned long long)sum.pmc[0], cpu_ns() - began);
     if (vperfctr_stop(vperfctr) < 0)
