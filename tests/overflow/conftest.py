@@ -37,7 +37,7 @@ def _build(shared_tmp: Path, name: str) -> Path:
     target = out / name
     subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", "-o", str(target),
                     str(HERE / f"{name}.c"), str(ROOT / "lib" / "libperfctr.a"), str(ROOT / "lib" / "libcpc.a"),
-                    "-pthread"], check=True)  # fmt: skip
+                    str(ROOT / "lib" / "libhwperf.a"), "-pthread"], check=True)  # fmt: skip
     return target
 
 

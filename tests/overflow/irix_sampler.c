@@ -38,6 +38,12 @@
  *	before any later call took effect); C overflows the released counts
  *	had crossed.
  *
+ *   irix_sampler sysrelease CYCLES PERIOD MHZ
+ *	(root) The same with syssgi's system mode (HWPERF_ENSYSCNTRS, the
+ *	counts read by HWPERF_GET_SYSCNTRS just before each
+ *	HWPERF_RELSYSCNTRS); C is the fewest overflows the CPUs' counters
+ *	together may have crossed.
+ *
  *   irix_sampler reuse CPU_MS
  *	(root) A thread of a child process counts CPU_MS of its own CPU time
  *	on its own file and ends with the child; a thread of this process is
@@ -55,6 +61,7 @@
 #include <sys/procfs.h>
 #include <sys/hwperftypes.h>
 #include <sys/hwperfmacros.h>
+#include <sys/syssgi.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -406,6 +413,52 @@ static int release_cycles(char **argv)
     return 0;
 }
 
+/* (root) As release_cycles, with syssgi's system mode: cycles on every
+   CPU, SIGUSR1 to this process at each CPU's threshold.  The counts are
+   read just before each release; a CPU's counter crosses its own
+   thresholds, so of the sum's crossings one a CPU may be short of one. */
+static int sysrelease_cycles(char **argv)
+{
+    long cycles = atol(argv[2]);
+    long long period = atoll(argv[3]);
+    double ns_per = 1000.0 / atof(argv[4]);
+    long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned seed = 54321;
+    struct sigaction sa;
+    hwperf_profevctrarg_t args;
+    hwperf_cntr_t counts;
+    long long crossed = 0;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_release_test;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    memset(&args, 0, sizeof args);
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_mode = HWPERF_CNTEN_U | HWPERF_CNTEN_K;
+    args.hwp_evctrargs.hwp_evctrl[0].hwperf_creg.hwp_ie = 1;
+    args.hwp_ovflw_freq[0] = (int)period;
+    args.hwp_ovflw_sig = SIGUSR1;
+    for (long i = 0; i < cycles; ++i) {
+	long long burn_ns = (long long)(period * ns_per) * (5 + (long long)(rand_r(&seed) % 26)) / 10;
+	long long whole;
+
+	released = 0;
+	if (syssgi(SGI_EVENTCTR, HWPERF_ENSYSCNTRS, &args) < 0)
+	    return perror("HWPERF_ENSYSCNTRS"), 1;
+	burn(CLOCK_PROCESS_CPUTIME_ID, clock_ns(CLOCK_PROCESS_CPUTIME_ID) + burn_ns);
+	if (syssgi(SGI_EVENTCTR, HWPERF_GET_SYSCNTRS, &counts) < 0)
+	    return perror("HWPERF_GET_SYSCNTRS"), 1;
+	if (syssgi(SGI_EVENTCTR, HWPERF_RELSYSCNTRS) < 0)
+	    return perror("HWPERF_RELSYSCNTRS"), 1;
+	released = 1;
+	whole = (long long)(counts.hwp_evctr[0] / period);
+	crossed += whole > ncpus - 1 ? whole - (ncpus - 1) : 0;
+	burn(CLOCK_PROCESS_CPUTIME_ID, clock_ns(CLOCK_PROCESS_CPUTIME_ID) + 2000000);
+    }
+    printf("signals=%ld after=%ld crossed=%lld\n", (long)release_signals, (long)after_release, crossed);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct sigaction sa;
@@ -423,6 +476,8 @@ int main(int argc, char **argv)
 	return reuse(argv);
     if (strcmp(argv[1], "release") == 0 && argc == 5)
 	return release_cycles(argv);
+    if (strcmp(argv[1], "sysrelease") == 0 && argc == 5)
+	return sysrelease_cycles(argv);
     threads = strcmp(argv[1], "threads") == 0;
     if (threads ? argc != 4 + NTHREADS : argc != 5 && argc != 6)
 	return 2;

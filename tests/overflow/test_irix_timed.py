@@ -157,6 +157,21 @@ def test_no_signal_comes_after_a_release_returned_and_each_overflow_before_it_si
         assert r["signals"] >= r["crossed"] * KEPT // 100, r
 
 
+def test_no_system_mode_signal_comes_after_its_release_returned(irix_real, irix_sampler):
+    """syssgi's system mode, 100 rounds of HWPERF_ENSYSCNTRS, burn 0.5 to 3
+    periods, HWPERF_RELSYSCNTRS: what the CPUs' counters crossed before the
+    release is signalled (or merged) by the time it returns, and nothing
+    comes after it (the holder's signals end with the release).  The
+    daemon's tick finds these overflows (no timer in the holder can: the
+    counts are every CPU's)."""
+    merged = _merged(irix_real)
+    done = sample(irix_real, irix_sampler, "sysrelease", "100", str(MS), str(IRIX_MHZ))
+    r = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", done.stdout)}
+    r["merged"] = _merged(irix_real) - merged
+    assert r["after"] == 0, r
+    assert r["signals"] + r["merged"] >= r["crossed"] > 0, r
+
+
 def _merged(mount) -> int:
     """The daemon's count of overflow signals merged (its control file)."""
     found = re.search(r"overflow signals sent \d+, dropped \d+ .*, merged (\d+)", (mount.path / "control").read_text())
