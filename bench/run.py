@@ -1111,7 +1111,7 @@ def parse_args(argv=None):
     p.add_argument("--no-pyfuse3-floor", dest="pyfuse3_floor", action="store_false",
                    help="skip the reference no-op pyfuse3 server")
     p.add_argument("--cpus", type=int, default=2, help="hwperfd --cpus (default 2)")
-    p.add_argument("--procs", type=int, default=200, help="idle processes with counters enabled (default 200)")
+    p.add_argument("--procs", type=int, default=2000, help="idle processes with counters enabled (default 2000)")
     p.add_argument("--idle-seconds", type=float, default=10, help="wall time of each CPU measurement (default 10)")
     p.add_argument("--idle-clocks", default="real", help="daemon clocks for the idle part (default real)")
     p.add_argument("--list-procs", type=int, default=10000,
