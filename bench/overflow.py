@@ -86,9 +86,9 @@ IRIX_MHZ = 200  # an R10000's thresholds are 31 bits: 10 s of CPU time is 2e9 cy
 def build(tmp: Path, source: Path) -> Path:
     subprocess.run(["make", "-s", "-C", str(ROOT / "lib")], check=True)
     out = tmp / source.stem
+    libraries = [str(ROOT / "lib" / f"{name}.a") for name in ("libperfctr", "libcpc", "libhwperf")]
     subprocess.run(["cc", "-O2", "-Wall", "-Wextra", f"-I{ROOT / 'include'}", "-o", str(out), str(source),
-                    str(ROOT / "lib" / "libperfctr.a"), str(ROOT / "lib" / "libcpc.a"), "-lpthread"],
-                   check=True)  # fmt: skip
+                    *libraries, "-lpthread"], check=True)  # fmt: skip
     return out
 
 
