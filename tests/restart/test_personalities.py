@@ -38,9 +38,10 @@ def x86_restart(shared_tmp) -> Path:
 def check_final(final: list[str]) -> dict[str, int]:
     """A program's last words: with ``cpu``, its cycles (user and system)
     within 1% of its thread's CPU time since it set them up, at 1 cycle a
-    ns (and 1 ms for the set-up call itself); with ``overflows``, one
-    signal for every PERIOD cycles counted, none lost and none sent twice
-    (one may be on its way); with ``imode``, the i-mode counter's sum, the
+    ns (and 1 ms for the set-up call itself); with ``overflows`` (those
+    handled before the final read), one signal for every PERIOD cycles
+    counted, none lost and none sent twice (one may be on its way); with
+    ``imode``, the i-mode counter's sum, the
     same count: both count cycles from the same control, and an overflow
     stops both at its event until the handler resumes them (seed 002), so
     a count lost on one side of a restart, not the other, shows here."""
