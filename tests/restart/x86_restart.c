@@ -6,19 +6,20 @@
  *
  * Cycles are counted in user and system mode: CPU_NS is the thread's CPU
  * time from just before its counters were set up to the last read; N, the
- * overflow signals handled before the last read.
+ * overflow signals handled before the last read, A those handled after it
+ * (shown, not checked: an overflow past the read may signal meanwhile).
  *
  *   x86_restart perfctr-a     a vperfctr: TSC and cycles (a-mode);
  *                             "final cycles CYCLES cpu CPU_NS"
  *   x86_restart perfctr-i P   a vperfctr: cycles in a-mode, and in i-mode
  *                             overflowing every P (SIGIO, vperfctr_iresume);
- *                             "final cycles CYCLES overflows N imode ISUM"
+ *                             "final cycles CYCLES overflows N imode ISUM after A"
  *   x86_restart cpc           cpc_bind_curlwp, cycles;
  *                             "final cycles CYCLES cpu CPU_NS"
  *   x86_restart cpc-ovf P     cpc_bind_curlwp, cycles twice, the second with
  *                             CPC_OVF_NOTIFY_EMT every P: the SIGEMT handler
  *                             presets the first to its value and restarts;
- *                             "final cycles CYCLES overflows N"
+ *                             "final cycles CYCLES overflows N after A"
  *   x86_restart pctr          pctr_rdpmc(0) (root programs the counter);
  *                             "final VALUE"
  * Each prints "ready" once it counts. */
@@ -147,8 +148,8 @@ static int perfctr(long period)
     if (vperfctr_read_ctrs(vperfctr, &sum) < 0)
         fail("vperfctr_read_ctrs");
     if (period > 0)
-        printf("final cycles %llu overflows %d imode %llu\n", (unsigned long long)sum.pmc[0], seen,
-               (unsigned long long)sum.pmc[1]);
+        printf("final cycles %llu overflows %d imode %llu after %d\n", (unsigned long long)sum.pmc[0], seen,
+               (unsigned long long)sum.pmc[1], (int)overflows - seen);
     else
         printf("final cycles %llu cpu %lld\n", (unsigned long long)sum.pmc[0], cpu_ns() - began);
     if (vperfctr_stop(vperfctr) < 0)
@@ -208,7 +209,7 @@ static int libcpc(long period)
     if (cpc_set_sample(cpc, set, buf) != 0 || cpc_buf_get(cpc, buf, 0, &cycles) != 0)
         fail("cpc_set_sample");
     if (period > 0)
-        printf("final cycles %" PRIu64 " overflows %d\n", cycles, seen);
+        printf("final cycles %" PRIu64 " overflows %d after %d\n", cycles, seen, (int)overflows - seen);
     else
         printf("final cycles %" PRIu64 " cpu %lld\n", cycles, cpu_ns() - began);
     if (cpc_unbind(cpc, set) != 0)
