@@ -15,6 +15,7 @@ from tests.conftest import ROOT, running_hwperfd
 
 HERE = Path(__file__).resolve().parent
 MHZ = 1000  # 1 ms of CPU time = 1 000 000 cycles
+IRIX_CPUS = 2  # the emulated CPUs of irix_real: system mode counts each apart
 IRIX_MHZ = 200  # an R10000's 32-bit counters: 10 s of CPU time = 2e9 cycles, under a threshold's 2**31
 
 
@@ -60,8 +61,8 @@ def irix_sampler(shared_tmp) -> Path:
 @pytest.fixture(scope="session")
 def irix_real(shared_tmp):
     """Two R10000s at 200 MHz on the real clock (1 ms of CPU time = 200 000 cycles)."""
-    with running_hwperfd(shared_tmp / "mnt-overflow-irix", shared_tmp / "hwperfd-overflow-irix.log", "--cpus", "2",
-                         "--mhz", str(IRIX_MHZ)) as m:  # fmt: skip
+    with running_hwperfd(shared_tmp / "mnt-overflow-irix", shared_tmp / "hwperfd-overflow-irix.log",
+                         "--cpus", str(IRIX_CPUS), "--mhz", str(IRIX_MHZ)) as m:  # fmt: skip
         yield m
 
 

@@ -38,11 +38,11 @@
  *	before any later call took effect); C overflows the released counts
  *	had crossed.
  *
- *   irix_sampler sysrelease CYCLES PERIOD MHZ
+ *   irix_sampler sysrelease CYCLES PERIOD MHZ CPUS
  *	(root) The same with syssgi's system mode (HWPERF_ENSYSCNTRS, the
  *	counts read by HWPERF_GET_SYSCNTRS just before each
- *	HWPERF_RELSYSCNTRS); C is the fewest overflows the CPUs' counters
- *	together may have crossed.
+ *	HWPERF_RELSYSCNTRS); C is the fewest overflows the counters of the
+ *	daemon's CPUS emulated CPUs together may have crossed.
  *
  *   irix_sampler reuse CPU_MS
  *	(root) A thread of a child process counts CPU_MS of its own CPU time
@@ -422,7 +422,7 @@ static int sysrelease_cycles(char **argv)
     long cycles = atol(argv[2]);
     long long period = atoll(argv[3]);
     double ns_per = 1000.0 / atof(argv[4]);
-    long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpus = atol(argv[5]); /* the emulated CPUs (hwperfd --cpus), not the host's */
     unsigned seed = 54321;
     struct sigaction sa;
     hwperf_profevctrarg_t args;
@@ -476,7 +476,7 @@ int main(int argc, char **argv)
 	return reuse(argv);
     if (strcmp(argv[1], "release") == 0 && argc == 5)
 	return release_cycles(argv);
-    if (strcmp(argv[1], "sysrelease") == 0 && argc == 5)
+    if (strcmp(argv[1], "sysrelease") == 0 && argc == 6 && atol(argv[5]) > 0)
 	return sysrelease_cycles(argv);
     threads = strcmp(argv[1], "threads") == 0;
     if (threads ? argc != 4 + NTHREADS : argc != 5 && argc != 6)

@@ -32,7 +32,7 @@ import pytest
 import structs
 from hwperfd.client import ProcessCounters, user
 from tests.conftest import NOBODY
-from tests.overflow.conftest import IRIX_MHZ
+from tests.overflow.conftest import IRIX_CPUS, IRIX_MHZ
 from tests.overflow.test_thread_periods import cpu_bound_on_every_cpu
 from tests.waiting import process_state, wait_for
 
@@ -165,7 +165,7 @@ def test_no_system_mode_signal_comes_after_its_release_returned(irix_real, irix_
     daemon's tick finds these overflows (no timer in the holder can: the
     counts are every CPU's)."""
     merged = _merged(irix_real)
-    done = sample(irix_real, irix_sampler, "sysrelease", "100", str(MS), str(IRIX_MHZ))
+    done = sample(irix_real, irix_sampler, "sysrelease", "100", str(MS), str(IRIX_MHZ), str(IRIX_CPUS))
     r = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", done.stdout)}
     r["merged"] = _merged(irix_real) - merged
     assert r["after"] == 0, r
