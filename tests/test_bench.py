@@ -47,6 +47,8 @@ def main():
 if __name__ == "__main__":
     main()
 '''
+
+
 def _failures(out: str) -> str:
     """What the run said of each part or module that failed (the report's
     tail alone shows only the summary)."""

@@ -41,10 +41,10 @@ def check_final(final: list[str]) -> dict[str, int]:
     ns (and 1 ms for the set-up call itself); with ``overflows`` (those
     handled before the final read), one signal for every PERIOD cycles
     counted, none lost and none sent twice (one may be on its way); with
-    ``imode``, the i-mode counter's sum, the
-    same count: both count cycles from the same control, and an overflow
-    stops both at its event until the handler resumes them (seed 002), so
-    a count lost on one side of a restart, not the other, shows here."""
+    ``imode``, the i-mode counter's sum, the same count: both count cycles
+    from the same control, and an overflow stops both at its event until
+    the handler resumes them (seed 002), so a count lost on one side of a
+    restart, not the other, shows here."""
     words = dict(zip(final[::2], map(int, final[1::2])))
     cycles = words["cycles"]
     if "imode" in words:
