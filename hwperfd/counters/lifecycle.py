@@ -49,6 +49,9 @@ class HostProcess(Task, Protocol):
     def zombie(self) -> bool: ...
 
     @property
+    def group_dead(self) -> bool: ...
+
+    @property
     def exiting(self) -> bool: ...
 
 
@@ -257,11 +260,13 @@ class Lifecycle:
             self._reaped(pid)
             self._owe(known_parent)
             return True
-        if not info.zombie:
+        if not info.group_dead:
             # Its exit record (do_exit: taskstats_exit) is made before the
             # rest of its exit - freeing its memory, closing its files - which
             # wait4 counts: its counts stop when it is a zombie (the
             # connector's exit event, sent then; or a request of its parent's).
+            # A main thread's exit is not its process's while other threads
+            # run on: they count until the last has gone.
             self._exiting[pid] = Exited(pid, event.parent or info.ppid, event.comm, event.times)
             return False
         self._reconcile(pid, info)

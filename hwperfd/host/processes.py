@@ -199,6 +199,7 @@ class ProcessInfo:
     dumpable: bool = True  # false after a setuid/setgid exec: /proc/<pid> is then root's
     children_ns: tuple[int, int] = (0, 0)  # CPU time of the children it waited for (cutime, cstime)
     flags: int = 0  # the leader's PF_* flags (stat field 9)
+    threads: int = 1  # tasks of the thread group not yet released, the leader's zombie too (stat field 20)
 
     @property
     def start(self) -> int:
@@ -209,6 +210,15 @@ class ProcessInfo:
     def zombie(self) -> bool:
         """Exited but not yet reaped by its parent."""
         return self.state == "Z"
+
+    @property
+    def group_dead(self) -> bool:
+        """A zombie with no other thread left: its process has ended.  A main
+        thread that exits first (pthread_exit, or the first out of an
+        exit_group) is a zombie while the others run on or finish their own
+        exit, and its parent cannot reap it until they have (the kernel's
+        delay_group_leader)."""
+        return self.zombie and self.threads <= 1
 
     @property
     def exiting(self) -> bool:
@@ -438,6 +448,7 @@ def read_process(pid: int) -> ProcessInfo | None:
             tty_nr=int(st[_TTY_NR]),
             children_ns=(int(st[_CUTIME]) * TICK_NS, int(st[_CSTIME]) * TICK_NS),
             flags=int(st[_FLAGS]),
+            threads=int(st[_NUM_THREADS]),
         )
     except OSError as exc:
         _gone(exc)

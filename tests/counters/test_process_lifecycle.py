@@ -38,6 +38,7 @@ class Proc:
     waiting: bool = False
     processor: int = 0
     children_ns: tuple[int, int] = (0, 0)
+    threads: int = 1  # tasks not yet released, a zombie main thread's too
 
     @property
     def pgid(self) -> int:
@@ -46,6 +47,10 @@ class Proc:
     @property
     def zombie(self) -> bool:
         return self.state == "Z"
+
+    @property
+    def group_dead(self) -> bool:
+        return self.zombie and self.threads <= 1
 
     in_exit: bool = False  # PF_EXITING: in do_exit, not yet a zombie
 
@@ -665,6 +670,26 @@ def test_an_exit_record_that_comes_before_the_rest_of_the_exit_stops_the_counts_
     host.reap(101)
     assert life.settle(100)
     assert kernel.read(caller(parent), parent)[1][0] == 6 * CYCLES_PER_MS
+
+
+def test_a_main_thread_that_exits_first_leaves_its_process_counting_until_the_last_thread_has_gone(
+    kernel, life, host
+):
+    """pthread_exit in main, or the first thread out of an exit_group: the
+    main thread is a zombie and the connector reports its exit while another
+    thread runs on; the process ends, and its counts stop, with the last."""
+    parent = counting_parent(kernel, host)
+    child = host.spawn(101, 100)
+    life.apply([Forked(100, 101)])
+    host.run(101, 5)
+    child.state, child.threads = "Z", 2
+    life.apply([Exited(101, 100)])  # the connector's exit event of the main thread
+    assert not kernel.has_exited(101) and kernel.is_counting(101)
+    host.run(101, 3)  # the other thread's time
+    child.threads = 1  # it has gone too
+    assert life.settle(100)
+    assert kernel.has_exited(101)
+    assert kernel.read(caller(child), child)[1][0] == 8 * CYCLES_PER_MS
 
 
 def test_a_child_reaped_before_its_exit_was_applied_folds_with_its_record(kernel, life, host):

@@ -168,6 +168,45 @@ def test_short_child_counts_equal_wait4_user_time(real_mount, short_programs, sh
     assert sum(close) >= 3, seen
 
 
+# The main thread leaves at once (pthread_exit); another burns 0.3 s of its own CPU time.
+LEADER_EXITS_SOURCE = r"""
+#include <pthread.h>
+#include <time.h>
+static double cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+static void *burn(void *arg)
+{
+    volatile unsigned long x = 0;
+    (void)arg;
+    while (cpu() < 0.3) /* a system call: looked at once every million user-mode steps */
+        for (int i = 0; i < 1000000; i++)
+            x++;
+    return NULL;
+}
+int main(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, burn, NULL);
+    pthread_exit(NULL);
+}
+"""
+
+
+def test_a_process_whose_main_thread_exits_first_counts_until_its_last_thread_ends(real_mount, shared_tmp):
+    """A main thread that exits while others run on is a zombie, and the
+    connector reports its exit; the process has not ended (its parent
+    cannot reap it yet) and its other threads' time still counts."""
+    src = shared_tmp / "leader_exits.c"
+    src.write_text(LEADER_EXITS_SOURCE)
+    subprocess.run(["cc", "-O1", "-pthread", "-o", str(shared_tmp / "leader_exits"), str(src)], check=True)
+    cycles = perfex_cycles(real_mount, str(shared_tmp / "leader_exits"))
+    assert 0.25 * MHZ * 1e6 <= cycles <= 3.0 * MHZ * 1e6
+
+
 THREADS = (
     "import threading, time\n"
     "def burn():\n"
