@@ -30,7 +30,15 @@ round: "same" (the servers and the client on CPU 0: the servers' own cost),
 scheduler's choice).  In free placement a client and the server it calls
 end up on one CPU or on two, and stay so for the run: the floor server as
 much as the daemon (a wake-up across CPUs costs many times one on the same
-CPU: the split placement's figures).  So free placement is timed in several runs per round: all
+CPU: the split placement's figures).  Where they end up follows what the
+server's CPU did just before the first call: a client's set-up (its counter
+programmed, its set bound, its vperfctr made: hundreds of microseconds of
+the daemon's CPU) right before its timed calls has the pair placed on two
+CPUs for the run, where the floor's client, which sets nothing up, lands on
+one.  So every client in free placement, the floor's too, first waits
+SETTLE_US once set up, and its runs are held to the goal; runs made straight
+after set-up are printed beside them, with how many landed each way, and
+not held to it.  Free placement is timed in several runs per round: all
 of them against all of the floor's, and then each run counted on one CPU
 (under 3x the same-placement floor) or across CPUs, each kind set against
 the floor of its kind ("same" for runs on one CPU, "split" for runs across),
@@ -65,7 +73,9 @@ TRIP_TARGET = 1.5  # a round trip against the floor in the same placement
 THREADS = 8
 THREAD_TARGET = 1.5  # 8 threads' per-call median against one thread's
 PLACEMENTS = ("same", "split", "free")
+UNSETTLED = "free, straight after set-up"  # free runs with no wait after set-up: shown, not held to the goal
 FREE_RUNS = 4  # free-placement runs of each round trip per round: each lands on one CPU or two
+SETTLE_US = 300_000  # a client's wait between its set-up and its first call, in free placement
 
 
 class Personality:
@@ -127,10 +137,11 @@ def pin(cpu: int | None):
     return (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
 
 
-def hot(client: Path, mount: Path, kind: str, calls: int, threads: int = 1, cpu: int | None = None) -> float:
-    """Median ns per call."""
+def hot(client: Path, mount: Path, kind: str, calls: int, threads: int = 1, cpu: int | None = None,
+        settle_us: int = 0) -> float:
+    """Median ns per call; the client waits ``settle_us`` between its set-up and its first call."""
     done = subprocess.run(
-        [str(client), "-k", kind, "-n", str(calls), "-w", str(calls // 10), "-t", str(threads)],
+        [str(client), "-k", kind, "-n", str(calls), "-w", str(calls // 10), "-t", str(threads), "-z", str(settle_us)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -141,9 +152,9 @@ def hot(client: Path, mount: Path, kind: str, calls: int, threads: int = 1, cpu:
 
 
 def trip(ioctl_client: Path, path: Path, calls: int, state: bool = False, enable: bool = False,
-         cpu: int | None = None) -> float:
+         cpu: int | None = None, settle_us: int = 0) -> float:
     """Median ns per PIOCGETEVCTRS (bench/ioctl_client.c), or per page read with ``state``."""
-    argv = [str(ioctl_client), "-n", str(calls), "-w", str(calls // 10)]
+    argv = [str(ioctl_client), "-n", str(calls), "-w", str(calls // 10), "-z", str(settle_us)]
     argv += ["-e"] if enable or state else []
     argv += ["-s"] if state else []
     for _ in range(5):
@@ -195,22 +206,28 @@ def main(argv: list[str] | None = None) -> int:
             servers.append(server)
             mounts[model] = mount
 
-        def measure(kind: str, mount: Path, calls: int, cpu: int | None) -> float:
+        def measure(kind: str, mount: Path, calls: int, cpu: int | None, settle_us: int = 0) -> float:
             if kind == "floor":
-                return trip(ioctl_client, floor_mount / "file", calls, cpu=cpu)
+                return trip(ioctl_client, floor_mount / "file", calls, cpu=cpu, settle_us=settle_us)
             if kind.startswith("irix-"):
-                return trip(ioctl_client, mount, calls, state=kind == "irix-self", enable=True, cpu=cpu)
-            return hot(client, mount, kind, calls, cpu=cpu)
+                return trip(ioctl_client, mount, calls, state=kind == "irix-self", enable=True, cpu=cpu,
+                            settle_us=settle_us)
+            return hot(client, mount, kind, calls, cpu=cpu, settle_us=settle_us)
 
         for _ in range(args.rounds):
             for placement in PLACEMENTS:
                 cpu = runner.place(servers, placement)
                 cpu = None if placement == "free" else cpu
+                # Free placement: settled runs (held to the goal), each beside one made straight after set-up.
+                settles = ((SETTLE_US, placement), (0, UNSETTLED)) if placement == "free" else ((0, placement),)
                 for _run in range(FREE_RUNS if placement == "free" else 1):
-                    times.setdefault(("floor", placement), []).append(measure("floor", floor_mount, trip_calls, cpu))
-                    for p in PERSONALITIES:
-                        kind = p.trip[1]
-                        times.setdefault((kind, placement), []).append(measure(kind, mounts[p.model], trip_calls, cpu))
+                    for settle_us, key in settles:
+                        times.setdefault(("floor", key), []).append(
+                            measure("floor", floor_mount, trip_calls, cpu, settle_us))
+                        for p in PERSONALITIES:
+                            kind = p.trip[1]
+                            times.setdefault((kind, key), []).append(
+                                measure(kind, mounts[p.model], trip_calls, cpu, settle_us))
                 if placement != "free":
                     continue
                 times.setdefault(("rdtsc", "free"), []).append(hot(client, mounts["intel"], "rdtsc", args.calls))
@@ -228,12 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     floor_ns = {pl: med("floor", pl) for pl in PLACEMENTS if pl != "free"}
     one_cpu = 3 * floor_ns["same"]  # a free run under this was on one CPU
 
-    def modes(kind: str) -> dict[str, list[float]]:
+    def modes(kind: str, key: str = "free") -> dict[str, list[float]]:
         """A kind's free-placement runs, by where they ran: "same" (one CPU) or "split"."""
-        runs = times[(kind, "free")]
+        runs = times[(kind, key)]
         return {"same": [ns for ns in runs if ns < one_cpu], "split": [ns for ns in runs if ns >= one_cpu]}
 
-    floor_modes = modes("floor")
+    floor_modes, floor_unsettled = modes("floor"), modes("floor", UNSETTLED)
     rdtsc = med("rdtsc")
     load = os.getloadavg()
     print(
@@ -243,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"bare rdtsc instruction {fmt(rdtsc)}; FUSE no-op floor (C libfuse ioctl): "
           + ", ".join(f"{pl} {fmt(floor_ns[pl])}" for pl in floor_ns)
-          + f"; free: {len(floor_modes['same'])} of {len(times[('floor', 'free')])} runs on one CPU")
+          + f"; free: {len(floor_modes['same'])} of {len(times[('floor', 'free')])} runs on one CPU "
+          + f"({len(floor_unsettled['same'])} of {len(times[('floor', UNSETTLED)])} without the wait)")
     head = f"{'personality':16s} {'read, placement':44s} {'median':>10s} {'x rdtsc':>8s} {'/ floor':>8s}  goal"
     print(head)
     figures = [f"figure: bare rdtsc instruction | {fmt(rdtsc)}"]
@@ -251,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                 for pl in floor_ns]
     figures.append(f"figure: FUSE no-op floor (C libfuse ioctl), free placement | {len(floor_modes['same'])} of "
                    f"{len(times[('floor', 'free')])} runs on one CPU")
+    figures.append(f"figure: FUSE no-op floor (C libfuse ioctl), {UNSETTLED} | {len(floor_unsettled['same'])} of "
+                   f"{len(times[('floor', UNSETTLED)])} runs on one CPU")
     verdicts: list[bool] = []
 
     def row(who: str, what: str, ns: float, placement: str, ok: bool, goal: str, floor: str = "") -> None:
@@ -289,6 +309,14 @@ def main(argv: list[str] | None = None) -> int:
                 how = "on one CPU" if where == "same" else "across CPUs"
                 place = f"free ({len(kept)} of {sum(map(len, runs.values()))} runs {how})"
                 row(p.name, f"{label} (round trip)", ns, place, ns <= TRIP_TARGET * floor_ns[where], goal, where)
+        # Straight after set-up: where the set-up left the pair, against the floor's runs made the same way.
+        ns, floor_now = med(kind, UNSETTLED), med("floor", UNSETTLED)
+        landed = modes(kind, UNSETTLED)
+        on_one = f"{len(landed['same'])} of {len(times[(kind, UNSETTLED)])} runs on one CPU"
+        print(f"{p.name:16s} {label + ' (round trip), ' + UNSETTLED:44s} {fmt(ns):>10s} {ns / rdtsc:8.1f} "
+              f"{ns / floor_now:8.3f}  ({on_one}; the floor's runs: {fmt(floor_now)})")
+        figures.append(f"figure: {p.name} {label} (round trip), {UNSETTLED} ({on_one}) | {fmt(ns)} = "
+                       f"{ns / floor_now:.2f}x the floor's | {fmt(floor_now)} (floor, {UNSETTLED})")
     met = all(verdicts)
     print(f"\n{THREADS} threads of one process, each reading its own counters at once (per-call median):")
     print(f"{'read':24s} {'1 thread':>12s} {f'{THREADS} threads':>12s} {'ratio':>7s}  goal")

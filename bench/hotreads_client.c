@@ -2,7 +2,7 @@
  * Time one personality's hot read of a program's own counters, as the
  * program makes it (bench/hotreads.py).
  *
- *     hotreads_client -k KIND [-n CALLS] [-w WARMUP] [-t THREADS]   (HWPERFD_MOUNT names the mount)
+ *     hotreads_client -k KIND [-n CALLS] [-w WARMUP] [-t THREADS] [-z SETTLE_US]   (HWPERFD_MOUNT names the mount)
  *
  * KIND:
  *   rdtsc           the host's own rdtsc instruction: what a read costs on bare hardware
@@ -16,7 +16,9 @@
  *
  * With -t, THREADS threads of the process each set up their own counters
  * (cpc, vperfctr: their own binding) and time their own reads at once; the
- * figures are over every thread's calls.  Each call is timed with
+ * figures are over every thread's calls.  With -z the threads sleep
+ * SETTLE_US microseconds once set up, before the first call
+ * (bench/hotreads.py: where the scheduler places client and server).  Each call is timed with
  * clock_gettime(CLOCK_MONOTONIC) around it.  Output: one machine-readable line
  *
  *     RESULT kind=.. threads=.. calls=.. median_ns=.. p99_ns=.. bad=..
@@ -39,7 +41,7 @@
 #include <machine/pctr.h>
 
 static const char *kind;
-static long calls = 10000, warmup = 1000;
+static long calls = 10000, warmup = 1000, settle_us = 0;
 static int nthreads = 1;
 static pthread_barrier_t together;
 static char mount[4096];
@@ -130,6 +132,8 @@ static void *work(void *arg)
         fd = node("pctr", O_RDONLY);
     }
     pthread_barrier_wait(&together);
+    if (settle_us > 0)
+        usleep((useconds_t)settle_us);
     for (i = -warmup; i < calls; i++) {
         unsigned long long t = now_ns();
         int bad = 0;
@@ -182,7 +186,7 @@ int main(int argc, char **argv)
     long bad = 0, n, i;
     int opt, t;
 
-    while ((opt = getopt(argc, argv, "k:n:w:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "k:n:w:t:z:")) != -1) {
         if (opt == 'k')
             kind = optarg;
         else if (opt == 'n')
@@ -191,10 +195,12 @@ int main(int argc, char **argv)
             warmup = atol(optarg);
         else if (opt == 't')
             nthreads = atoi(optarg);
+        else if (opt == 'z')
+            settle_us = atol(optarg);
         else
             return 2;
     }
-    if (kind == NULL || calls < 1 || warmup < 0 || nthreads < 1)
+    if (kind == NULL || calls < 1 || warmup < 0 || nthreads < 1 || settle_us < 0)
         return 2;
     snprintf(mount, sizeof mount, "%s", m != NULL && *m ? m : "/run/hwperfd");
     if (strcmp(kind, "pctr-rdpmc") == 0 || strcmp(kind, "pctr-ioctl") == 0) {

@@ -1,7 +1,7 @@
 /*
  * Time PIOCGETEVCTRS round trips on one file.
  *
- *     ioctl_client [-n CALLS] [-w WARMUP] [-e [-s]] PATH
+ *     ioctl_client [-n CALLS] [-w WARMUP] [-z SETTLE_US] [-e [-s]] PATH
  *
  * PATH is the file to open; if it is a directory (an hwperfd mount), the
  * client opens PATH/%05d of its own pid.  With -e it first enables the
@@ -12,6 +12,8 @@
  * a read the page sends to the ioctl (EAGAIN: the daemon is writing it, or
  * it cannot show the counts) takes the ioctl, as the libraries do, and is
  * counted (fallbacks=).
+ * With -z it sleeps SETTLE_US microseconds once set up, before the first
+ * call (bench/hotreads.py: where the scheduler places client and server).
  * WARMUP untimed and CALLS timed ioctls; each round trip is timed with
  * clock_gettime(CLOCK_MONOTONIC), and with the calling thread's CPU clock
  * (what the trip costs the caller itself: cpu_median_us).  Output: one
@@ -96,7 +98,7 @@ static int enable_counters(int fd)
 
 int main(int argc, char **argv)
 {
-    long calls = 20000, warmup = -1, i;
+    long calls = 20000, warmup = -1, settle_us = 0, i;
     int enable = 0, state = 0, opt, fd, gen = 0;
     struct hwperfd_state_reader reader;
     char path[4096];
@@ -104,19 +106,20 @@ int main(int argc, char **argv)
     hwperf_cntr_t cnts;
     unsigned long long *t, *cpu, sum = 0;
 
-    while ((opt = getopt(argc, argv, "n:w:es")) != -1) {
+    while ((opt = getopt(argc, argv, "n:w:z:es")) != -1) {
         switch (opt) {
         case 'n': calls = atol(optarg); break;
         case 'w': warmup = atol(optarg); break;
+        case 'z': settle_us = atol(optarg); break;
         case 'e': enable = 1; break;
         case 's': state = 1; break;
         default:
-            fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-e [-s]] PATH\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-z SETTLE_US] [-e [-s]] PATH\n", argv[0]);
             return 2;
         }
     }
-    if (optind != argc - 1 || calls < 1 || (state && !enable)) {
-        fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-e [-s]] PATH\n", argv[0]);
+    if (optind != argc - 1 || calls < 1 || settle_us < 0 || (state && !enable)) {
+        fprintf(stderr, "usage: %s [-n CALLS] [-w WARMUP] [-z SETTLE_US] [-e [-s]] PATH\n", argv[0]);
         return 2;
     }
     if (warmup < 0)
@@ -137,6 +140,8 @@ int main(int argc, char **argv)
         perror("HWPERFD_PIOCSTATEPAGE");
         return 1;
     }
+    if (settle_us > 0)
+        usleep((useconds_t)settle_us);
     t = malloc(sizeof *t * calls);
     cpu = malloc(sizeof *cpu * calls);
     if (t == NULL || cpu == NULL) {
