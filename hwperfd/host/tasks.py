@@ -44,21 +44,28 @@ def read_task(tid: int) -> Task | None:
         return None
     finally:
         os.close(fd)
-    fields: dict[bytes, list[bytes]] = {}
-    for line in status.splitlines():
-        key, _, value = line.partition(b":")
-        fields[key] = value.split()
     start = processes.read_start(tid)
     try:
-        tgid = int(fields[b"Tgid"][0])
-        uids = tuple(int(u) for u in fields[b"Uid"])
-        state = fields[b"State"][0].decode()
-        tracer = int(fields.get(b"TracerPid", [b"0"])[0])
-    except (KeyError, IndexError, ValueError):
+        tgid = int(_field(status, b"Tgid")[0])
+        uids = tuple(int(u) for u in _field(status, b"Uid"))
+        state = _field(status, b"State")[0].decode()
+        tracer = int((_field(status, b"TracerPid") or [b"0"])[0])
+    except (IndexError, ValueError):
         return None
     if start is None:
         return None
     return Task(tid, tgid, start, uids, state, tracer)
+
+
+def _field(status: bytes, name: bytes) -> list[bytes]:
+    """The words of a status line after ``name:`` (none if it has no such
+    line; never the first line, Name, whose value is the task's own text).
+    Four lines are wanted of some fifty, on every attach."""
+    at = status.find(b"\n" + name + b":")
+    if at < 0:
+        return []
+    end = status.find(b"\n", at + 1)
+    return status[at + len(name) + 2 : end if end >= 0 else len(status)].split()
 
 
 class _SigVal(ctypes.Union):

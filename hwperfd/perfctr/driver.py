@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -819,10 +820,31 @@ _GCONTROL = abi.gperfctr_cpu_control.compile()
 _ATTACH = abi.vperfctr_attach.compile()
 
 
+# PAPI makes a VPERFCTR_CONTROL at every start, stop and multiplexing switch:
+# struct unpacks vperfctr_control's words ~15x faster than construct builds
+# its containers.  The words in structs.perfctr's order: si_signo, then
+# cpu_control (tsc_on, nractrs, nrictrs, pmc_map, evntsel, evntsel_high,
+# ireset, _reserved), preserve, flags, _reserved.
+_N = abi.NR_CTRS
+_CONTROL_WORDS = struct.Struct(f"<i3I{_N}I{_N}I{_N + 2}I{_N}i4I2I3I")
+assert _CONTROL_WORDS.size == abi.VPERFCTR_CONTROL_SIZE
+_EVNTSEL_AT = 4 + _N
+_HIGH_AT = _EVNTSEL_AT + _N
+_IRESET_AT = _HIGH_AT + _N + 2
+_PRESERVE_AT = _IRESET_AT + _N + 4
+
+
 def _control(data: bytes) -> tuple[tuple[int, int, int], ctl.PerfctrControl | Exception]:
     """A VPERFCTR_CONTROL's (si_signo, preserve, flags) and its cpu_control,
     parsed once for every use of the call; what it failed with, kept to be
     raised where the call uses it."""
+    if len(data) == _CONTROL_WORDS.size:
+        w = _CONTROL_WORDS.unpack(data)
+        control = ctl.PerfctrControl(
+            w[1], w[2], w[3], w[4:_EVNTSEL_AT], w[_EVNTSEL_AT:_HIGH_AT], w[_HIGH_AT:_IRESET_AT],
+            w[_IRESET_AT : _IRESET_AT + _N],
+        )  # fmt: skip
+        return (w[0], w[_PRESERVE_AT], w[_PRESERVE_AT + 1]), control
     try:
         request = _CONTROL.parse(data)
         return (request.si_signo, request.preserve, request.flags), ctl.PerfctrControl.parse(request.cpu_control)

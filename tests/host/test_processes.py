@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hwperfd.host import processes as hp
+from hwperfd.host import tasks
 from hwperfd.host.processes import (
     CpuTimes,
     clamp_cpu_times,
@@ -114,6 +115,27 @@ def test_comm_with_spaces_and_parens(children: list[subprocess.Popen[bytes]]) ->
     assert info.comm == "a) b (c)"
     assert info.ppid == os.getpid()
     assert read_cpu_times(p.pid) is not None
+
+
+def test_a_task_named_like_a_status_field_reads_as_its_own_fields(children: list[subprocess.Popen[bytes]]) -> None:
+    """read_task takes four lines of the task's status: a name that spells
+    another line (its text is the task's own) is not read as that line."""
+    p = _python(
+        """
+        import sys
+        open("/proc/self/comm", "w").write("Uid:\t7 7 7 7")
+        print("ready", flush=True)
+        sys.stdin.read()
+        """
+    )
+    children.append(p)
+    _ready(p)
+    task = tasks.read_task(p.pid)
+    assert task is not None
+    assert (task.tid, task.tgid, task.tracer) == (p.pid, p.pid, 0)
+    assert task.uids == (os.getuid(), os.geteuid(), os.geteuid(), os.geteuid())
+    assert task.state in "RS"
+    assert task.start == hp.read_start(p.pid)
 
 
 def test_other_users_ids(children: list[subprocess.Popen[bytes]]) -> None:

@@ -3,9 +3,12 @@ offsets and ioctl numbers as a C compiler sees them."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 
 import structs
+from hwperfd.perfctr import control as ctl
+from hwperfd.perfctr import driver
 from structs import perfctr as abi
 from tests.conftest import ROOT
 
@@ -105,3 +108,17 @@ def test_event_sets_describe_the_models_events(tmp_path):
     assert lines[0] == f"18 CORE2_ {len(MODELS['intel'].events)} INST_RET/0x3"
     assert lines[1] == f"13 K8_ {len(MODELS['amd'].events)} RETIRED_INSTRUCTIONS/0xf"
     assert lines[2] == "0 none"
+
+
+def test_a_vperfctr_control_reads_as_its_construct_definition_does():
+    """The driver unpacks vperfctr_control with struct on its hot path: every
+    word lands in the field structs.perfctr names, signed where it is."""
+    rng = random.Random(7)
+    for _ in range(200):
+        data = bytes(rng.getrandbits(8) for _ in range(abi.VPERFCTR_CONTROL_SIZE))
+        request = abi.vperfctr_control.parse(data)
+        head, control = driver._control(data)
+        assert head == (request.si_signo, request.preserve, request.flags)
+        assert control == ctl.PerfctrControl.parse(request.cpu_control)
+    head, control = driver._control(bytes(abi.VPERFCTR_CONTROL_SIZE - 4))  # short: construct's error, kept
+    assert head == (0, 0, 0) and isinstance(control, Exception)
