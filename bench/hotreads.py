@@ -30,12 +30,13 @@ round: "same" (the servers and the client on CPU 0: the servers' own cost),
 scheduler's choice).  In free placement a client and the server it calls
 end up on one CPU or on two, and stay so for the run: the floor server as
 much as the daemon (a wake-up across CPUs costs many times one on the same
-CPU: the split placement's figures).  Where they end up follows what the
-server's CPU did just before the first call: a client's set-up (its counter
-programmed, its set bound, its vperfctr made: hundreds of microseconds of
-the daemon's CPU) right before its timed calls has the pair placed on two
-CPUs for the run, where the floor's client, which sets nothing up, lands on
-one.  So every client in free placement, the floor's too, first waits
+CPU: the split placement's figures).  Where they end up follows what ran
+just before the first call: a client's set-up (its counter programmed, its
+set bound, its vperfctr made: hundreds of microseconds of the daemon's CPU)
+right before its timed calls has had the pair placed on two CPUs for the
+run, where the floor's client, which sets nothing up, lands on one (not in
+every session: docs/speed.md).  So every client in free placement, the
+floor's too, first waits
 SETTLE_US once set up, and its runs are held to the goal; runs made straight
 after set-up are printed beside them, with how many landed each way, and
 not held to it.  Free placement is timed in several runs per round: all
