@@ -99,17 +99,23 @@ def test_missing_pid() -> None:
     assert waiting_for_child(gone) is False
 
 
-def test_comm_with_spaces_and_parens(children: list[subprocess.Popen[bytes]]) -> None:
+def _named(children: list[subprocess.Popen[bytes]], name: str) -> subprocess.Popen[bytes]:
+    """A child that names itself ``name`` (its comm) and waits."""
     p = _python(
-        """
+        f"""
         import sys
-        open("/proc/self/comm", "w").write("a) b (c)")
+        open("/proc/self/comm", "w").write({name!r})
         print("ready", flush=True)
         sys.stdin.read()
         """
     )
     children.append(p)
     _ready(p)
+    return p
+
+
+def test_comm_with_spaces_and_parens(children: list[subprocess.Popen[bytes]]) -> None:
+    p = _named(children, "a) b (c)")
     info = read_process(p.pid)
     assert info is not None
     assert info.comm == "a) b (c)"
@@ -120,16 +126,7 @@ def test_comm_with_spaces_and_parens(children: list[subprocess.Popen[bytes]]) ->
 def test_a_task_named_like_a_status_field_reads_as_its_own_fields(children: list[subprocess.Popen[bytes]]) -> None:
     """read_task takes four lines of the task's status: a name that spells
     another line (its text is the task's own) is not read as that line."""
-    p = _python(
-        """
-        import sys
-        open("/proc/self/comm", "w").write("Uid:\t7 7 7 7")
-        print("ready", flush=True)
-        sys.stdin.read()
-        """
-    )
-    children.append(p)
-    _ready(p)
+    p = _named(children, "Uid:\t7 7 7 7")
     task = tasks.read_task(p.pid)
     assert task is not None
     assert (task.tid, task.tgid, task.tracer) == (p.pid, p.pid, 0)
