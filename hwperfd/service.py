@@ -560,7 +560,7 @@ class Daemon:
         own at once, so this pace only matters to nobody waiting)."""
         delay = ZOMBIE_INTERVAL
         while True:
-            if not self.lifecycle.zombies():
+            if not self.lifecycle.unsettled():
                 self._exits_seen = trio.Event()
                 await self._exits_seen.wait()
                 delay = ZOMBIE_INTERVAL
@@ -783,9 +783,9 @@ class Daemon:
                         self.fs.listing.exited(item.pid)
                         if item.pid in armed:
                             self.fs.faults.forget(item.pid)  # a later process may get the pid
-                zombies = self.lifecycle.zombies()
+                unsettled = self.lifecycle.unsettled()
                 changed |= self.lifecycle.apply(batch)
-                if self.lifecycle.zombies() > zombies and self._exits_seen is not None:
+                if self.lifecycle.unsettled() > unsettled and self._exits_seen is not None:
                     self._exits_seen.set()
             for record in self._held:
                 # A held process exit is applied a round later, but its times

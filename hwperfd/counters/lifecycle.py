@@ -367,6 +367,12 @@ class Lifecycle:
     def zombies(self) -> int:
         return sum(len(c) for c in self._zombies.values())
 
+    def unsettled(self) -> int:
+        """Zombies to fold and exits still under way (a main thread gone
+        while other threads run on can stay so for hours): what a periodic
+        ``settle`` has to look at."""
+        return self.zombies() + len(self._exiting)
+
     def gone(self, pid: int) -> None:
         """``pid`` is gone for good (a sweep found no process with its start)."""
         exiting = self._exiting.pop(pid, None)

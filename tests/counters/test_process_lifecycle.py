@@ -685,6 +685,7 @@ def test_a_main_thread_that_exits_first_leaves_its_process_counting_until_the_la
     child.state, child.threads = "Z", 2
     life.apply([Exited(101, 100)])  # the connector's exit event of the main thread
     assert not kernel.has_exited(101) and kernel.is_counting(101)
+    assert life.unsettled() == 1  # the periodic settle looks at it again
     host.run(101, 3)  # the other thread's time
     child.threads = 1  # it has gone too
     assert life.settle(100)
