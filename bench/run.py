@@ -369,6 +369,45 @@ class VperfctrReads:
     reg_cpu_ns: list[float] = field(default_factory=list)  # the daemon's CPU per registration
     region_sleep_ns: list[float] = field(default_factory=list)  # two threads' registrations per region,
     region_spin_ns: list[float] = field(default_factory=list)  # barrier sleeping / spinning (omptough's shape)
+    # The same with every vperfctr given to the daemon (HWPERFD_PERFCTR_KEEP=0),
+    # on the real clock, where libperfctr otherwise keeps a TSC-only one.
+    given: VperfctrReads | None = None
+
+    @property
+    def kept(self) -> str:
+        """How its registrations reach the daemon."""
+        if self.given is not None:
+            return "kept in libperfctr"
+        return "each call to the daemon" + (" (HWPERFD_PERFCTR_KEEP=0)" if self.clock == "real" else "")
+
+
+def registrations(client: Path, server: Server, res: VperfctrReads, args, preexec, env: dict[str, str]) -> None:
+    """A thread's registration (PAPI's, at every thread it meets), what it
+    costs the daemon's CPU, and two threads registering at each parallel
+    region, meeting at a barrier that sleeps or spins (libgomp's default):
+    free placement, as an OpenMP program's threads run."""
+    regs = max(100, args.calls // 10)
+    before = cpu_ns(server.process.pid)
+    done = subprocess.run([str(client), "-r", str(regs), "-w", str(max(10, regs // 10))],
+                          capture_output=True, text=True, preexec_fn=preexec, timeout=600, env=env)
+    spent = cpu_ns(server.process.pid) - before
+    match = RESULT.search(done.stdout)
+    if done.returncode != 0 or not match:
+        raise RuntimeError(f"registrations against {server.name} failed:\n{done.stdout}{done.stderr}")
+    values = {k: float(v) for k, v in (kv.split("=") for kv in match.group(1).split())}
+    res.reg_ns.append(values["reg_ns"])
+    res.reg_cpu_ns.append(spent / (regs + max(10, regs // 10)))
+    log(f"  {server.name:24s} registration, {res.kept}: {values['reg_ns'] / 1000:6.1f} us (p99 "
+        f"{values['reg_p99_ns'] / 1000:6.1f}), daemon CPU {res.reg_cpu_ns[-1] / 1000:6.1f} us each")
+    for spin, kept in ((False, res.region_sleep_ns), (True, res.region_spin_ns)):
+        argv = [str(client), "-p", str(max(50, args.calls // 20)), *(["-s"] if spin else [])]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+        match = RESULT.search(done.stdout)
+        if done.returncode != 0 or not match:
+            raise RuntimeError(f"regions against {server.name} failed:\n{done.stdout}{done.stderr}")
+        kept.append(float(match.group(1).split("=")[1]))
+    log(f"  {server.name:24s} region of two registrations, {res.kept}: barrier sleeping "
+        f"{res.region_sleep_ns[-1] / 1e6:6.2f} ms, spinning {res.region_spin_ns[-1] / 1e6:6.2f} ms")
 
 
 def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
@@ -388,7 +427,10 @@ def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
             server = start_server(f"hwperfd perfctr, {clock}", argv, mount, tmp / f"hwperfd-perfctr-{clock}.log",
                                   mount / "control", mount, enable=False)
             stack.callback(stop_server, server)
-            servers.append((server, VperfctrReads(clock)))
+            res = VperfctrReads(clock)
+            if clock == "real":
+                res.given = VperfctrReads(clock)
+            servers.append((server, res))
         cpu = None
         if args.gate != "free" and (os.cpu_count() or 1) >= 2:
             cpu = place([s for s, _ in servers], args.gate)
@@ -408,35 +450,10 @@ def vperfctr_reads(args, tmp: Path) -> list[VperfctrReads]:
                 log(f"  round {r + 1}  {server.name:24s} page {values['page_ns']:6.0f} ns (p99 "
                     f"{values['page_p99_ns']:6.0f})  ioctl {values['ioctl_ns'] / 1000:6.1f} us (p99 "
                     f"{values['ioctl_p99_ns'] / 1000:6.1f})")
-                # A thread's registration (PAPI's, at every thread it meets),
-                # and what it costs the daemon's CPU.
-                regs = max(100, args.calls // 10)
-                before = cpu_ns(server.process.pid)
-                done = subprocess.run([str(client), "-r", str(regs), "-w", str(max(10, regs // 10))],
-                                      capture_output=True, text=True, preexec_fn=preexec, timeout=600,
-                                      env={**os.environ, "HWPERFD_MOUNT": str(server.mount)})
-                spent = cpu_ns(server.process.pid) - before
-                match = RESULT.search(done.stdout)
-                if done.returncode != 0 or not match:
-                    raise RuntimeError(f"registrations against {server.name} failed:\n{done.stdout}{done.stderr}")
-                values = {k: float(v) for k, v in (kv.split("=") for kv in match.group(1).split())}
-                res.reg_ns.append(values["reg_ns"])
-                res.reg_cpu_ns.append(spent / (regs + max(10, regs // 10)))
-                log(f"  round {r + 1}  {server.name:24s} registration {values['reg_ns'] / 1000:6.1f} us (p99 "
-                    f"{values['reg_p99_ns'] / 1000:6.1f}), daemon CPU {res.reg_cpu_ns[-1] / 1000:6.1f} us each")
-                # Two threads registering at each parallel region, meeting at a
-                # barrier that sleeps or spins (libgomp's default): free
-                # placement, as an OpenMP program's threads run.
-                for spin, kept in ((False, res.region_sleep_ns), (True, res.region_spin_ns)):
-                    argv = [str(client), "-p", str(max(50, args.calls // 20)), *(["-s"] if spin else [])]
-                    done = subprocess.run(argv, capture_output=True, text=True, timeout=600,
-                                          env={**os.environ, "HWPERFD_MOUNT": str(server.mount)})
-                    match = RESULT.search(done.stdout)
-                    if done.returncode != 0 or not match:
-                        raise RuntimeError(f"regions against {server.name} failed:\n{done.stdout}{done.stderr}")
-                    kept.append(float(match.group(1).split("=")[1]))
-                log(f"  round {r + 1}  {server.name:24s} region of two registrations: barrier sleeping "
-                    f"{res.region_sleep_ns[-1] / 1e6:6.2f} ms, spinning {res.region_spin_ns[-1] / 1e6:6.2f} ms")
+                env = {**os.environ, "HWPERFD_MOUNT": str(server.mount)}
+                registrations(client, server, res, args, preexec, env)
+                if res.given is not None:
+                    registrations(client, server, res.given, args, preexec, {**env, "HWPERFD_PERFCTR_KEEP": "0"})
         results = [res for _, res in servers]
     return results
 
@@ -772,14 +789,17 @@ def summary(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
             page, ioctl = med(v.page_ns), med(v.ioctl_ns)
             lines.append(f"  {v.clock:6s} clock: page {page:6.0f} ns ({'PASS' if page <= PAGE_TARGET_US * 1000 else 'MISS'}),"
                          f" VPERFCTR_READ_STATE round trip {ioctl / 1000:.1f} us: ioctl / page {ioctl / page:.0f}x")
-            if v.reg_ns:
-                reg, cpu = med(v.reg_ns), med(v.reg_cpu_ns)
-                lines.append(f"  {v.clock:6s} clock: a thread's registration (vperfctr_open, control, unlink, close) "
-                             f"{reg / 1000:.0f} us, {reg / ioctl:.1f} read round trips; daemon CPU {cpu / 1000:.0f} us")
-            if v.region_sleep_ns:
-                sleep, spin = med(v.region_sleep_ns), med(v.region_spin_ns)
-                lines.append(f"  {v.clock:6s} clock: two threads registering at each parallel region: barrier sleeping "
-                             f"{sleep / 1e6:.2f} ms per region, spinning {spin / 1e6:.2f} ms ({spin / sleep:.1f}x)")
+            for w in (v, v.given):
+                if w is None or not w.reg_ns:
+                    continue
+                reg, cpu = med(w.reg_ns), med(w.reg_cpu_ns)
+                lines.append(f"  {v.clock:6s} clock, {w.kept}: a thread's registration (vperfctr_open, control, "
+                             f"unlink, close) {reg / 1000:.1f} us, {reg / ioctl:.2f} read round trips; "
+                             f"daemon CPU {cpu / 1000:.1f} us")
+                sleep, spin = med(w.region_sleep_ns), med(w.region_spin_ns)
+                lines.append(f"  {v.clock:6s} clock, {w.kept}: two threads registering at each parallel region: "
+                             f"barrier sleeping {sleep / 1e6:.3f} ms per region, spinning {spin / 1e6:.3f} ms "
+                             f"({spin / sleep:.1f}x)")
     for r in idle:
         lines.append(f"idle load, {r.clock} clock: {r.procs} idle processes with counters enabled: "
                      f"daemon CPU {r.cpu:.2f}% of one core, RSS {r.rss / 1024:.1f} MiB "
@@ -871,18 +891,21 @@ def figures(args, lat: list[Latency], idle: list[IdleResult], lst: ListingResult
             f"VPERFCTR_READ_STATE {ioctl / 1000:.1f} us", f"ioctl / page {ioctl / page:.0f}x",
             f"<= {PAGE_TARGET_US:g} us", passes(page <= PAGE_TARGET_US * 1000),
         ))  # fmt: skip
-        if v.reg_ns:
-            reg, cpu = med(v.reg_ns), med(v.reg_cpu_ns)
+        for w in (v, v.given):
+            if w is None or not w.reg_ns:
+                continue
+            reg, cpu = med(w.reg_ns), med(w.reg_cpu_ns)
             rows.append(Figure(
-                f"a thread's perfctr registration as PAPI makes it (open, control, unlink, close), {v.clock} clock",
-                f"{reg / 1000:.0f} us (daemon CPU {cpu / 1000:.0f} us)", f"VPERFCTR_READ_STATE {ioctl / 1000:.1f} us",
-                f"{reg / ioctl:.1f} read round trips",
+                f"a thread's perfctr registration as PAPI makes it (open, control, unlink, close), {v.clock} clock, "
+                f"{w.kept}",
+                f"{reg / 1000:.1f} us (daemon CPU {cpu / 1000:.1f} us)", f"VPERFCTR_READ_STATE {ioctl / 1000:.1f} us",
+                f"{reg / ioctl:.2f} read round trips",
             ))  # fmt: skip
-        if v.region_sleep_ns:
-            sleep, spin = med(v.region_sleep_ns), med(v.region_spin_ns)
+            sleep, spin = med(w.region_sleep_ns), med(w.region_spin_ns)
             rows.append(Figure(
-                f"two threads registering at each parallel region (omptough's shape), spinning, {v.clock} clock",
-                f"{spin / 1e6:.2f} ms per region", f"barrier sleeping {sleep / 1e6:.2f} ms", f"{spin / sleep:.1f}x",
+                f"two threads registering at each parallel region (omptough's shape), spinning, {v.clock} clock, "
+                f"{w.kept}",
+                f"{spin / 1e6:.3f} ms per region", f"barrier sleeping {sleep / 1e6:.3f} ms", f"{spin / sleep:.1f}x",
             ))  # fmt: skip
     for r in idle:
         rows.append(Figure(

@@ -107,6 +107,12 @@ CPU_MASK_SIZE = perfctr_cpu_mask.sizeof()
 vperfctr_attach = Struct("tid" / Int32sl, "creat" / Int32ul)
 VPERFCTR_ATTACH_SIZE = vperfctr_attach.sizeof()
 
+# hwperfd: a control the calling thread stamped with its CPU clock (ns) as it
+# made it, given later (libperfctr's vperfctr that counts its TSC alone is set up
+# in the daemon only when the thread first asks more of it, docs/perfctr.md).
+vperfctr_control_ns = Struct("ns" / Int64ul, "control" / vperfctr_control, Padding(4))
+VPERFCTR_CONTROL_NS_SIZE = vperfctr_control_ns.sizeof()  # 360
+
 VPERFCTR_STATEPAGE_SIZE = 128  # hwperfd_vperfctr_statepage: a path, as HWPERFD_STATE_PATH_MAX
 
 _P = 0xD0  # _PERFCTR_IOCTL, 'P' + 128
@@ -140,6 +146,12 @@ VPERFCTR_OVERFLOW_NS = _ior(20, 8)  # hwperfd
 # told), where the counters start again, and answering what VPERFCTR_OVERFLOW_NS
 # would after it (one round trip).
 VPERFCTR_IRESUME_NS = _IOWR(chr(_P), 21, 8)  # hwperfd
+# hwperfd: VPERFCTR_CONTROL and VPERFCTR_UNLINK as of a CPU-clock stamp of the
+# calling thread's own (vperfctr_control_ns; a uint64_t), and whether the daemon
+# takes such stamps (a uint32_t: 1 when it counts threads by their own CPU clocks).
+VPERFCTR_CONTROL_NS = _IOW(chr(_P), 22, VPERFCTR_CONTROL_NS_SIZE)  # hwperfd
+VPERFCTR_UNLINK_NS = _IOW(chr(_P), 23, 8)  # hwperfd
+PERFCTR_THREAD_CLOCKS = _ior(24, 4)  # hwperfd
 NO_OVERFLOW = 2**64 - 1
 OVERFLOW_NS_PACK = struct.Struct("<Q")
 GPERFCTR_CONTROL = _IOWR(chr(_P), 16, GPERFCTR_CPU_CONTROL_SIZE)

@@ -430,6 +430,20 @@ class ThreadTable:
                 hooks.on_overflow(ctx, mask)
         return True
 
+    def rewind(self, ctx: ThreadContext, cpu_ns: int) -> None:
+        """Move the last look at the thread back to ``cpu_ns`` on its CPU
+        clock (from the thread itself: a set-up it made before the daemon
+        heard of it, libperfctr's vperfctr that counted its TSC alone), so
+        that the time since counts.  The caller has checked that nothing of
+        the context has counted yet; the clock is the host's, or the stamp
+        means nothing.  Not before 0, nor past the last look."""
+        total = ctx.seen[0] + ctx.seen[1]
+        if not self.host_time or cpu_ns >= total:
+            return
+        cpu_ns = max(0, cpu_ns)
+        user = ctx.seen[0] * cpu_ns // total
+        ctx.seen = (user, cpu_ns - user)
+
     def catch_up_within(self, ctx: ThreadContext) -> bool:
         """Catch up, where no interrupting overflow can fall in the time
         since the last catch-up (it is under the headroom at the fullest

@@ -335,11 +335,12 @@ class Virtual:
             return False
         return True
 
-    def unlink(self, perfctr: Vperfctr) -> None:
+    def unlink(self, perfctr: Vperfctr, upto: int | None = None) -> None:
+        """``upto``: the thread's CPU clock when it unlinked (VPERFCTR_UNLINK_NS)."""
         ctx = perfctr.ctx
         if ctx is None:
             return
-        self.catch_up(perfctr)
+        self.catch_up(perfctr, upto)
         self._unlinked(perfctr)
         self.threads.detach(SERVICE, ctx.tid)
 
@@ -411,10 +412,19 @@ class Virtual:
 
     # -- the "system calls" (virtual.c sys_vperfctr_*) --
 
-    def control(self, perfctr: Vperfctr, request: ctl.PerfctrControl, si_signo: int, preserve: int, flags: int) -> None:
+    def control(
+        self, perfctr: Vperfctr, request: ctl.PerfctrControl, si_signo: int, preserve: int, flags: int,
+        since: int | None = None,
+    ) -> None:
+        """``since``: the thread's CPU clock when it made the control
+        (VPERFCTR_CONTROL_NS, its own thread's), where the control takes
+        effect; before the daemon's last look at the thread only over time
+        in which nothing of the vperfctr has counted yet."""
         if perfctr.ctx is None:
             raise Unlinked("attempt to update an unlinked perfctr")
-        self.catch_up(perfctr)
+        if since is not None and perfctr.user == ctl.EMPTY and not perfctr.state.cstatus:
+            self.threads.rewind(perfctr.ctx, since)
+        self.catch_up(perfctr, since)
         if perfctr.running:
             suspend(perfctr.state, perfctr.pmu, self.tsc(perfctr))
         # virtual.c clears a pending overflow only if the perfctr runs; one
@@ -439,6 +449,10 @@ class Virtual:
                 pmc.sum = perfctr.sums[i] = 0
         perfctr.flags = flags
         resume(perfctr.state, perfctr.pmu, self.tsc(perfctr))
+        if since is not None and perfctr.ctx is not None:
+            # The time since the control counts, unless an overflow could fall in it.
+            self.threads.catch_up_within(perfctr.ctx)
+            self._settle(perfctr)
 
     def iresume(self, perfctr: Vperfctr, upto: int | None = None) -> None:
         """``upto``: the thread's CPU clock as it made the call
@@ -655,6 +669,9 @@ class PerfctrDevice:
             return 0, self.info()
         if cmd in (abi.PERFCTR_CPUS, abi.PERFCTR_CPUS_FORBIDDEN):
             return 0, self.cpu_mask(cmd == abi.PERFCTR_CPUS_FORBIDDEN)
+        if cmd == abi.PERFCTR_THREAD_CLOCKS:
+            stamps = self.supported and self.virtual.threads.host_time
+            return 0, int(stamps).to_bytes(4, "little")
         perfctr = self._bound.get(fh)
         if perfctr is None and cmd in _VIRTUAL and self.adoptable:
             perfctr = self._adopt(fh, tid)
@@ -753,23 +770,33 @@ class PerfctrDevice:
         # VPERFCTR_IRESUME_NS tells the thread's CPU clock as it called: the
         # counters stood until then (its own thread's alone).
         upto = None
-        if cmd == abi.VPERFCTR_IRESUME_NS and perfctr.ctx is not None and perfctr.ctx.tid == caller:
+        own = perfctr.ctx is not None and perfctr.ctx.tid == caller
+        if cmd in _STAMPED:
+            # VPERFCTR_CONTROL_NS and VPERFCTR_UNLINK_NS: libperfctr's calls
+            # made earlier, told late; a stamp is its own thread's alone.
+            if not own:
+                raise UnknownCall("a CPU-clock stamp is the vperfctr's own thread's")
+            upto = int.from_bytes(data[:8], "little")
+            data = data[8 : 8 + abi.VPERFCTR_CONTROL_SIZE]
+        elif cmd == abi.VPERFCTR_IRESUME_NS and own:
             upto = int.from_bytes(data[:8], "little") or None  # the copy-in is 8 bytes (_IOWR); none reads as 0
-        request, control = _control(data) if cmd == abi.VPERFCTR_CONTROL else ((0, 0, 0), None)
-        if live and perfctr.ctx is not None and perfctr.ctx.tid == caller and cmd != abi.VPERFCTR_READ_CONTROL:
-            ends = cmd == abi.VPERFCTR_UNLINK or (control is not None and not _starts(control))
-            if virtual.overflow_first(perfctr, cmd, ends, upto):
+        controls = cmd in (abi.VPERFCTR_CONTROL, abi.VPERFCTR_CONTROL_NS)
+        request, control = _control(data) if controls else ((0, 0, 0), None)
+        if live and own and cmd != abi.VPERFCTR_READ_CONTROL:
+            unlinks = cmd in (abi.VPERFCTR_UNLINK, abi.VPERFCTR_UNLINK_NS)
+            ends = unlinks or (control is not None and not _starts(control))
+            if virtual.overflow_first(perfctr, cmd, ends, None if controls else upto):
                 raise OverflowFirst("an overflow signal comes first")
-        if cmd == abi.VPERFCTR_CONTROL:
-            virtual.control(perfctr, _checked(control), *request)
+        if controls:
+            virtual.control(perfctr, _checked(control), *request, since=upto)
             return 0, b""
         if cmd in (abi.VPERFCTR_IRESUME, abi.VPERFCTR_IRESUME_NS):
             virtual.iresume(perfctr, upto)
             if cmd == abi.VPERFCTR_IRESUME_NS:
                 return 0, abi.OVERFLOW_NS_PACK.pack(virtual.left_ns(perfctr, caller, caught_up=True))
             return 0, b""
-        if cmd == abi.VPERFCTR_UNLINK:
-            virtual.unlink(perfctr)
+        if cmd in (abi.VPERFCTR_UNLINK, abi.VPERFCTR_UNLINK_NS):
+            virtual.unlink(perfctr, upto)
             return 0, b""
         if cmd == abi.VPERFCTR_READ_CONTROL:
             return 0, _CONTROL.build({
@@ -805,10 +832,11 @@ class PerfctrDevice:
         return "\n".join(lines) + "\n"
 
 
+_STAMPED = (abi.VPERFCTR_CONTROL_NS, abi.VPERFCTR_UNLINK_NS)
 _VIRTUAL = frozenset({
     abi.VPERFCTR_CONTROL, abi.VPERFCTR_IRESUME, abi.VPERFCTR_UNLINK, abi.VPERFCTR_READ_SUM,
     abi.VPERFCTR_READ_CONTROL, abi.VPERFCTR_READ_STATE, abi.VPERFCTR_OVERFLOW_NS,
-    abi.VPERFCTR_IRESUME_NS,
+    abi.VPERFCTR_IRESUME_NS, abi.VPERFCTR_CONTROL_NS, abi.VPERFCTR_UNLINK_NS,
 })  # fmt: skip
 
 

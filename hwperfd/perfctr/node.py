@@ -69,6 +69,11 @@ class PerfctrNode:
             abi.VPERFCTR_IRESUME: Command(run, _CONTROLS, "VPERFCTR_IRESUME", refused=_CONTROLS),
             abi.VPERFCTR_IRESUME_NS: Command(run, _CONTROLS, "VPERFCTR_IRESUME_NS", Int64ul, refused=_CONTROLS),
             abi.VPERFCTR_UNLINK: Command(run, _CONTROLS, "VPERFCTR_UNLINK", refused=_CONTROLS),
+            abi.VPERFCTR_CONTROL_NS: Command(
+                run, _CONTROLS, "VPERFCTR_CONTROL_NS", abi.vperfctr_control_ns, refused=_CONTROLS
+            ),
+            abi.VPERFCTR_UNLINK_NS: Command(run, _CONTROLS, "VPERFCTR_UNLINK_NS", Int64ul, refused=_CONTROLS),
+            abi.PERFCTR_THREAD_CLOCKS: Command(run, 0, "PERFCTR_THREAD_CLOCKS", Int32ul),
             abi.VPERFCTR_READ_SUM: Command(run, HOLDER, "VPERFCTR_READ_SUM", abi.perfctr_sum_ctrs),
             abi.VPERFCTR_READ_CONTROL: Command(run, HOLDER, "VPERFCTR_READ_CONTROL", abi.vperfctr_control),
             abi.VPERFCTR_READ_STATE: Command(run, HOLDER, "VPERFCTR_READ_STATE", abi.vperfctr_state),

@@ -108,6 +108,15 @@ struct hwperfd_vperfctr_statepage {
 	char path[128];
 };
 
+/* hwperfd: VPERFCTR_CONTROL as of the calling thread's CPU clock (ns) when
+   it made it: libperfctr keeps a vperfctr that counts only its TSC to itself
+   until the thread first asks more of it, and then gives the daemon the
+   control it had (docs/perfctr.md) */
+struct hwperfd_vperfctr_control_ns {
+	unsigned long long ns;
+	struct vperfctr_control control;
+};
+
 #define _PERFCTR_IOCTL	0xD0	/* 'P'+128 */
 
 #define PERFCTR_ABI		 _IOR(_PERFCTR_IOCTL,0,unsigned int)
@@ -134,6 +143,12 @@ struct hwperfd_vperfctr_statepage {
    VPERFCTR_OVERFLOW_NS would after it */
 #define VPERFCTR_IRESUME_NS	 _IOWR(_PERFCTR_IOCTL,21,unsigned long long)
 #define HWPERFD_NO_OVERFLOW	 (~0ULL)
+/* hwperfd: a control and an unlink the calling thread made earlier on its own
+   vperfctr, as of its CPU clock then; and whether the daemon takes such
+   stamps (1: it counts threads by their own CPU clocks, the real clock) */
+#define VPERFCTR_CONTROL_NS	 _IOW(_PERFCTR_IOCTL,22,struct hwperfd_vperfctr_control_ns)
+#define VPERFCTR_UNLINK_NS	 _IOW(_PERFCTR_IOCTL,23,unsigned long long)
+#define PERFCTR_THREAD_CLOCKS	 _IOR(_PERFCTR_IOCTL,24,unsigned int)
 
 #define GPERFCTR_CONTROL	_IOWR(_PERFCTR_IOCTL,16,struct gperfctr_cpu_control)
 #define GPERFCTR_READ		_IOWR(_PERFCTR_IOCTL,17,struct gperfctr_cpu_state)

@@ -17,6 +17,9 @@
  * signal again to the same thread with that siginfo.  Any other si_signo delivery goes to the program's
  * handler unchanged.
  *
+ * A thread's own vperfctr that counts its TSC alone stays in this library
+ * until the thread asks more of it ("kept", below).
+ *
  * Reads of a thread's own counters (vperfctr_read_ctrs, _read_tsc,
  * _read_pmc, _is_running) all go through read_own_state(): from the
  * thread's state page (<hwperfd/state.h>, VPERFCTR_STATEPAGE) when the
@@ -228,11 +231,15 @@ int _vperfctr_read_sum(int fd, struct perfctr_sum_ctrs *sum)
 /* -- library objects -------------------------------------------------------- */
 
 struct vperfctr {
-    int fd;
+    int fd;				/* -1 while kept */
     pid_t tid;				/* the thread whose page is mapped */
     struct hwperfd_state_reader page;	/* page.page NULL: none, read through the ioctl */
     pid_t opener;			/* the thread whose own vperfctr this is, 0 for another's */
     int page_asked;			/* VPERFCTR_STATEPAGE asked (once: its answer stands) */
+    /* kept: not given to the daemon yet (below) */
+    int kept, controlled, unlinked, closed;
+    unsigned long long since, until;	/* the opener's CPU clock at its control and its unlink */
+    struct vperfctr_control control;	/* its last control, TSC at most */
 };
 
 /* The calling thread's id, kept per thread: gettid(2) is a system call, and
@@ -274,17 +281,145 @@ struct rvperfctr {
 
 /* The driver's ABI, checked at a process's first vperfctr_open (perfctr
    checked it at each): one daemon answers every open of the process, and a
-   new one (a restart) is the same program. */
+   new one (a restart) is the same program.  Whether the daemon takes a
+   thread's CPU-clock stamps is asked then too. */
 static int abi_checked;
+static int thread_clocks;	/* PERFCTR_THREAD_CLOCKS: 1 where a vperfctr may be kept */
 
 static int abi_check_once(int fd)
 {
-    if (__atomic_load_n(&abi_checked, __ATOMIC_RELAXED))
+    const char *keep = getenv("HWPERFD_PERFCTR_KEEP");
+    unsigned int clocks = 0;
+
+    if (__atomic_load_n(&abi_checked, __ATOMIC_ACQUIRE))
 	return 0;
     if (perfctr_abi_check_fd(fd) < 0)
 	return -1;
-    __atomic_store_n(&abi_checked, 1, __ATOMIC_RELAXED);
+
+    if (ioctl(fd, PERFCTR_THREAD_CLOCKS, &clocks) < 0 || (keep != NULL && strcmp(keep, "0") == 0))
+	clocks = 0;
+    __atomic_store_n(&thread_clocks, clocks == 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&abi_checked, 1, __ATOMIC_RELEASE);
     return 0;
+}
+
+/* -- a thread's own vperfctr, kept here until it is needed ----------------- */
+
+/*
+ * PAPI registers every thread it meets - vperfctr_open, a control that runs
+ * the TSC alone, and at the thread's end vperfctr_unlink and vperfctr_close -
+ * and its omptough does so at each of 100 000 OpenMP parallel regions.
+ * perfctr made each a system call; here each would be a round trip to the
+ * daemon.  So a thread's own new vperfctr is kept in this library, with the
+ * thread's CPU clock at its control and at its unlink, for as long as its
+ * controls run at most the TSC.  When the thread asks more of it (a read, a
+ * control with counters, a second descriptor) the daemon is given the
+ * vperfctr, its control as of the stamp (VPERFCTR_CONTROL_NS) and its unlink
+ * as of its own (VPERFCTR_UNLINK_NS), and it counts as if it had had them
+ * from the start.
+ *
+ * Kept only where the daemon takes the stamps (PERFCTR_THREAD_CLOCKS: the
+ * real clock) and HWPERFD_PERFCTR_KEEP is not "0", and only for a thread known to have no vperfctr in the
+ * daemon: a thread that is not its process's main thread (only the main
+ * thread comes through an exec, with its vperfctr), or one whose last
+ * vperfctr this library unlinked.  What nobody else sees of a kept vperfctr
+ * is in docs/perfctr.md.
+ */
+static __thread struct {
+    pid_t tid;			/* the thread this is about: a forked child's copy is not its */
+    int none;			/* the daemon holds no vperfctr of the thread */
+    struct vperfctr *kept;	/* the thread's own vperfctr, kept */
+} own;
+
+static pid_t gettid_now(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+/* The calling thread's entry, begun again in a thread it has not seen. */
+static void own_for(pid_t tid)
+{
+    if (own.tid != tid) {
+	own.tid = tid;
+	own.none = tid != getpid();
+	own.kept = NULL;
+    }
+}
+
+static long long thread_clock(void)
+{
+    return ovf_clock(CLOCK_THREAD_CPUTIME_ID);
+}
+
+/* Give a kept vperfctr to the daemon: it is made, given its control as of
+   its stamp and, if unlinked, unlinked as of its own.  Only its thread can:
+   to any other the daemon would answer ESRCH (not stopped under its
+   ptrace). */
+static int give(struct vperfctr *perfctr)
+{
+    struct hwperfd_vperfctr_control_ns arg;
+    pid_t tid;
+    int fd, saved;
+
+    if (!perfctr->kept)
+	return 0;
+    tid = gettid_now();
+    if (tid != perfctr->opener) {
+	errno = ESRCH;
+	return -1;
+    }
+    fd = attach(0, 1);
+    if (fd < 0)
+	return -1;
+    if (perfctr->controlled) {
+	memset(&arg, 0, sizeof arg);
+	arg.ns = perfctr->since;
+	arg.control = perfctr->control;
+	if (vioctl(fd, VPERFCTR_CONTROL_NS, &arg) < 0)
+	    goto fail;
+    }
+    if (perfctr->unlinked && vioctl(fd, VPERFCTR_UNLINK_NS, &perfctr->until) < 0)
+	goto fail;
+    perfctr->fd = fd;
+    perfctr->kept = 0;
+    own_for(tid);
+    if (own.kept == perfctr) {
+	own.kept = NULL;
+	own.none = 0;
+    }
+    return 0;
+ fail:
+    saved = errno;
+    vioctl(fd, VPERFCTR_UNLINK, NULL);
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
+static int give_const(const struct vperfctr *perfctr)
+{
+    return give((struct vperfctr *)perfctr);
+}
+
+/* A control that runs the TSC alone (or nothing) is kept with its stamp. */
+static int keep_control(struct vperfctr *perfctr, const struct vperfctr_control *control)
+{
+    if (gettid_now() != perfctr->opener || perfctr->unlinked) {
+	errno = ESRCH;	/* another thread, not the tracer of a stopped one; or unlinked */
+	return -1;
+    }
+    ovf_hold();
+    ovf_sig = 0;
+    ovf_disarm();
+    perfctr->control = *control;
+    perfctr->since = (unsigned long long)thread_clock();
+    perfctr->controlled = 1;
+    return 0;
+}
+
+static int keeps(const struct vperfctr_control *control)
+{
+    return control->cpu_control.nractrs == 0 && control->cpu_control.nrictrs == 0;
 }
 
 static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mode)
@@ -316,6 +451,11 @@ static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mod
     perfctr->tid = 0;
     perfctr->page_asked = 0;
     perfctr->opener = pid == 0 ? current_tid() : 0;
+    perfctr->kept = perfctr->controlled = perfctr->unlinked = perfctr->closed = 0;
+    if (pid == 0) {
+	own_for(gettid_now());
+	own.none = 0;
+    }
     return 0;
  out_fd:
     {
@@ -330,8 +470,35 @@ static int vperfctr_open_pid(int pid, struct vperfctr *perfctr, unsigned int mod
 
 struct vperfctr *vperfctr_open_mode(unsigned int mode)
 {
-    struct vperfctr *perfctr = malloc(sizeof *perfctr);
+    pid_t tid = gettid_now();
+    struct vperfctr *perfctr, *kept;
 
+    own_for(tid);
+    kept = own.kept;
+    if (kept != NULL) {
+	/* the thread has one, here: perfctr's VPERFCTR_CREAT would find it */
+	if (mode == VPERFCTR_OPEN_CREAT_EXCL) {
+	    errno = EEXIST;
+	    return NULL;
+	}
+	if (mode == 0 && give(kept) < 0)
+	    return NULL;
+	if (mode == 0 && kept->closed) {
+	    close(kept->fd);
+	    free(kept);
+	}
+    } else if (mode == VPERFCTR_OPEN_CREAT_EXCL && own.none
+	       && __atomic_load_n(&thread_clocks, __ATOMIC_RELAXED)) {
+	perfctr = calloc(1, sizeof *perfctr);
+	if (perfctr == NULL)
+	    return NULL;
+	perfctr->fd = -1;
+	perfctr->kept = 1;
+	perfctr->opener = tid;
+	own.kept = perfctr;
+	return perfctr;
+    }
+    perfctr = malloc(sizeof *perfctr);
     if (perfctr != NULL) {
 	if (vperfctr_open_pid(0, perfctr, mode) == 0)
 	    return perfctr;
@@ -347,11 +514,15 @@ struct vperfctr *vperfctr_open(void)
 
 int vperfctr_info(const struct vperfctr *vperfctr, struct perfctr_info *info)
 {
+    if (give_const(vperfctr) < 0)
+	return -1;
     return perfctr_info(vperfctr->fd, info);
 }
 
 struct perfctr_cpus_info *vperfctr_cpus_info(const struct vperfctr *vperfctr)
 {
+    if (give_const(vperfctr) < 0)
+	return NULL;
     return perfctr_cpus_info(vperfctr->fd);
 }
 
@@ -386,7 +557,7 @@ int hwperfd_vperfctr_read_page(const struct vperfctr *self, struct perfctr_sum_c
 {
     struct hwperfd_vperfctr_state state;
 
-    if (read_page(self, &state) < 0)
+    if (give_const(self) < 0 || read_page(self, &state) < 0)
 	return -1;
     *sum = state.sum;
     return 0;
@@ -395,6 +566,8 @@ int hwperfd_vperfctr_read_page(const struct vperfctr *self, struct perfctr_sum_c
 /* The one read of a thread's own counter state: cstatus and up-to-date sums. */
 static int read_own_state(const struct vperfctr *self, struct hwperfd_vperfctr_state *state)
 {
+    if (give_const(self) < 0)
+	return -1;
     if (read_page(self, state) == 0)
 	return 0;
     if (self->page.page != NULL)
@@ -441,6 +614,8 @@ int vperfctr_read_ctrs(const struct vperfctr *self, struct perfctr_sum_ctrs *sum
 int vperfctr_read_state(const struct vperfctr *self, struct perfctr_sum_ctrs *sum,
 			struct vperfctr_control *control)
 {
+    if (give_const(self) < 0)
+	return -1;
     if (_vperfctr_read_sum(self->fd, sum) < 0)
 	return -1;
     /* control may be NULL, as in perfctr */
@@ -451,6 +626,12 @@ int vperfctr_read_state(const struct vperfctr *self, struct perfctr_sum_ctrs *su
 
 int vperfctr_control(const struct vperfctr *perfctr, struct vperfctr_control *control)
 {
+    struct vperfctr *self = (struct vperfctr *)perfctr;
+
+    if (self->kept && keeps(control))
+	return keep_control(self, control);
+    if (give(self) < 0)
+	return -1;
     return control_fd(perfctr->fd, control, 1);
 }
 
@@ -459,6 +640,8 @@ int vperfctr_stop(const struct vperfctr *perfctr)
     struct vperfctr_control control;
 
     memset(&control, 0, sizeof control);
+    if (perfctr->kept)
+	return keep_control((struct vperfctr *)perfctr, &control);
     ovf_disarm();
     return vioctl(perfctr->fd, VPERFCTR_CONTROL, &control);
 }
@@ -478,6 +661,8 @@ int vperfctr_iresume(const struct vperfctr *perfctr)
     unsigned gen;
     int r;
 
+    if (give_const(perfctr) < 0)
+	return -1;
     ovf_hold();
     gen = ovf_self.gen;
     if (!ovf_ready(&ovf_self))	/* no timer: the daemon's tick is not told the thread times itself */
@@ -493,12 +678,46 @@ int vperfctr_iresume(const struct vperfctr *perfctr)
 
 int vperfctr_unlink(const struct vperfctr *perfctr)
 {
+    struct vperfctr *self = (struct vperfctr *)perfctr;
+    pid_t tid = gettid_now();
+    int r;
+
+    if (self->kept) {
+	if (tid != self->opener) {
+	    errno = ESRCH;
+	    return -1;
+	}
+	ovf_disarm();
+	if (!self->unlinked) {
+	    self->until = (unsigned long long)thread_clock();
+	    self->unlinked = 1;
+	    own_for(tid);
+	    own.kept = NULL;
+	    own.none = 1;
+	}
+	return 0;
+    }
     ovf_disarm();
-    return vioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
+    r = vioctl(perfctr->fd, VPERFCTR_UNLINK, NULL);
+    if (r == 0 && perfctr->opener == tid) {
+	own_for(tid);
+	own.none = 1;	/* the thread's own is gone from the daemon */
+    }
+    return r;
 }
 
 void vperfctr_close(struct vperfctr *perfctr)
 {
+    if (perfctr->kept) {
+	/* Closing does not unlink: its thread still has it (and only that
+	   thread's entry names it, so it stays until the thread opens it
+	   again). */
+	if (!perfctr->unlinked)
+	    perfctr->closed = 1;
+	else
+	    free(perfctr);
+	return;
+    }
     if (ovf_self.fd == perfctr->fd)
 	ovf_disarm();
     hwperfd_state_close(&perfctr->page);

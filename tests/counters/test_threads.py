@@ -174,6 +174,35 @@ def test_a_restarts_clock_is_ignored_on_the_manual_clock(host, table):
     assert ctx.cpu.rdpmc(0) == MS
 
 
+def test_a_set_up_stamped_before_the_daemon_saw_it_counts_from_its_stamp(host):
+    """libperfctr's kept vperfctr: the thread stamped its control at 4 ms of
+    its CPU clock, the daemon hears of it at 10 ms; rewound, the time since
+    the stamp counts, never more than the thread ran (a stamp before 0 is 0)."""
+    unit = WorkloadProfile.named("unit")
+    table = ThreadTable(MODELS["amd"], Fraction(1000), host, lambda pid: unit, host.start_of, host_time=True)
+    host.spawn(10, 10)
+    host.run(10, 7 * MS, 3 * MS)
+    ctx = table.attach("perfctr", 10, 10, owner=0)
+    assert sum(ctx.seen) == 10 * MS
+    table.rewind(ctx, 4 * MS)
+    assert sum(ctx.seen) == 4 * MS and ctx.seen[0] <= 7 * MS and ctx.seen[1] <= 3 * MS
+    ctx.cpu.program(0, CYCLES)
+    table.catch_up(ctx)
+    assert ctx.cpu.rdpmc(0) == 6 * MS
+    table.rewind(ctx, 12 * MS)  # past the last look: nothing moves
+    assert sum(ctx.seen) == 10 * MS
+    table.rewind(ctx, -5)
+    assert ctx.seen == (0, 0)
+
+
+def test_a_stamp_means_nothing_on_the_manual_clock(host, table):
+    host.spawn(10, 10)
+    host.run(10, 5 * MS)
+    ctx = table.attach("perfctr", 10, 10, owner=0)
+    table.rewind(ctx, 1 * MS)
+    assert sum(ctx.seen) == 5 * MS
+
+
 def test_a_later_thread_with_the_same_tid_never_gets_the_context(host, table):
     host.spawn(10, 12, start=5)
     table.attach("cpc", 10, 12, owner=1000)

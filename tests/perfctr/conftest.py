@@ -12,7 +12,7 @@ from tests.conftest import ROOT, running_hwperfd
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = ("self", "signal", "global", "launcher", "threads", "remote", "pages", "thread_exit", "short_period",
-            "papi_intervals", "evntsels", "mpx_slices", "exec_overflow", "register")
+            "papi_intervals", "evntsels", "mpx_slices", "exec_overflow", "register", "kept")
 MHZ = 1000  # 1 ms of CPU time = 1 000 000 cycles
 
 

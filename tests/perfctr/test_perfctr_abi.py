@@ -24,11 +24,13 @@ int main(void)
     S(perfctr_info); S(perfctr_sum_ctrs); S(perfctr_cpu_control); S(vperfctr_control);
     S(gperfctr_cpu_control); S(gperfctr_cpu_state); S(hwperfd_vperfctr_state);
     S(hwperfd_perfctr_cpu_mask); S(hwperfd_vperfctr_attach); S(hwperfd_vperfctr_statepage);
+    S(hwperfd_vperfctr_control_ns); O(hwperfd_vperfctr_control_ns, control);
     O(perfctr_cpu_control, ireset); O(vperfctr_control, preserve); O(gperfctr_cpu_state, sum);
     O(hwperfd_vperfctr_state, sum);
     N(PERFCTR_ABI); N(PERFCTR_INFO); N(PERFCTR_CPUS); N(PERFCTR_CPUS_FORBIDDEN); N(VPERFCTR_CREAT);
     N(VPERFCTR_OPEN); N(VPERFCTR_READ_SUM); N(VPERFCTR_UNLINK); N(VPERFCTR_CONTROL); N(VPERFCTR_IRESUME);
     N(VPERFCTR_READ_CONTROL); N(VPERFCTR_READ_STATE); N(VPERFCTR_ATTACH); N(VPERFCTR_STATEPAGE); N(VPERFCTR_OVERFLOW_NS); N(VPERFCTR_IRESUME_NS);
+    N(VPERFCTR_CONTROL_NS); N(VPERFCTR_UNLINK_NS); N(PERFCTR_THREAD_CLOCKS);
     N(GPERFCTR_CONTROL);
     N(GPERFCTR_READ); N(GPERFCTR_STOP); N(GPERFCTR_START); N(PERFCTR_ABI_VERSION); N(SI_PMC_OVF);
     N(PERFCTR_X86_INTEL_CORE2); N(PERFCTR_X86_AMD_K8); N(VPERFCTR_CONTROL_CLOEXEC);
@@ -54,6 +56,8 @@ def test_headers_match_the_construct_definitions(tmp_path):
     assert c["hwperfd_perfctr_cpu_mask"] == abi.CPU_MASK_SIZE
     assert c["hwperfd_vperfctr_attach"] == abi.VPERFCTR_ATTACH_SIZE
     assert c["hwperfd_vperfctr_statepage"] == abi.VPERFCTR_STATEPAGE_SIZE == structs.HWPERFD_STATE_PATH_MAX
+    assert c["hwperfd_vperfctr_control_ns"] == abi.VPERFCTR_CONTROL_NS_SIZE
+    assert c["hwperfd_vperfctr_control_ns.control"] == 8
     assert c["perfctr_cpu_control.ireset"] == 12 + 4 * (18 * 2 + 20)
     assert c["vperfctr_control.preserve"] == 4 + abi.CPU_CONTROL_SIZE
     assert c["gperfctr_cpu_state.sum"] == 4 + abi.CPU_CONTROL_SIZE
@@ -61,7 +65,8 @@ def test_headers_match_the_construct_definitions(tmp_path):
     for name in ("PERFCTR_ABI", "PERFCTR_INFO", "PERFCTR_CPUS", "PERFCTR_CPUS_FORBIDDEN", "VPERFCTR_CREAT",
                  "VPERFCTR_OPEN", "VPERFCTR_READ_SUM", "VPERFCTR_UNLINK", "VPERFCTR_CONTROL", "VPERFCTR_IRESUME",
                  "VPERFCTR_READ_CONTROL", "VPERFCTR_READ_STATE", "VPERFCTR_ATTACH", "VPERFCTR_STATEPAGE",
-                 "VPERFCTR_OVERFLOW_NS", "VPERFCTR_IRESUME_NS",
+                 "VPERFCTR_OVERFLOW_NS", "VPERFCTR_IRESUME_NS", "VPERFCTR_CONTROL_NS", "VPERFCTR_UNLINK_NS",
+                 "PERFCTR_THREAD_CLOCKS",
                  "GPERFCTR_CONTROL",
                  "GPERFCTR_READ", "GPERFCTR_STOP", "GPERFCTR_START", "PERFCTR_ABI_VERSION", "SI_PMC_OVF",
                  "PERFCTR_X86_INTEL_CORE2", "PERFCTR_X86_AMD_K8", "VPERFCTR_CONTROL_CLOEXEC"):  # fmt: skip
