@@ -295,7 +295,6 @@ static int abi_check_once(int fd)
 	return 0;
     if (perfctr_abi_check_fd(fd) < 0)
 	return -1;
-
     if (ioctl(fd, PERFCTR_THREAD_CLOCKS, &clocks) < 0 || (keep != NULL && strcmp(keep, "0") == 0))
 	clocks = 0;
     __atomic_store_n(&thread_clocks, clocks == 1, __ATOMIC_RELAXED);
@@ -319,10 +318,10 @@ static int abi_check_once(int fd)
  * from the start.
  *
  * Kept only where the daemon takes the stamps (PERFCTR_THREAD_CLOCKS: the
- * real clock) and HWPERFD_PERFCTR_KEEP is not "0", and only for a thread known to have no vperfctr in the
- * daemon: a thread that is not its process's main thread (only the main
- * thread comes through an exec, with its vperfctr), or one whose last
- * vperfctr this library unlinked.  What nobody else sees of a kept vperfctr
+ * real clock) and HWPERFD_PERFCTR_KEEP is not "0", and only for a thread
+ * known to have no vperfctr in the daemon: a thread that is not its
+ * process's main thread (only the main thread comes through an exec, with
+ * its vperfctr), or one whose last vperfctr this library unlinked.  What nobody else sees of a kept vperfctr
  * is in docs/perfctr.md.
  */
 static __thread struct {
