@@ -19,6 +19,9 @@
  * page (include/hwperfd/state.h, lib/state.c), without a request to the
  * daemon, once an enable on that file has mapped the page.
  *
+ * And a thread's open of its own process file is a duplicate of the
+ * descriptor its first one gave, kept until the thread exits (below).
+ *
  * And a restart of the daemon passes unnoticed but for a pause: a call on a
  * file of the mount that finds the daemon gone waits for the next one,
  * opens the same path again onto the same descriptor and repeats the call
@@ -68,12 +71,14 @@ static const char *mount_point(void)
 
 /* "/proc/123" or "/proc/00123/" -> "<mount>/123"; NULL for anything else,
  * and for O_DIRECTORY opens: opendir("/proc/123") still lists the real one. */
-static const char *redirect(const char *path, int flags, char *buf, size_t size)
+static const char *redirect(const char *path, int flags, char *buf, size_t size, int *own)
 {
     const char *p;
     size_t digits;
 
     const char *sub = "";
+
+    *own = 0;
 
     if (path != NULL && strcmp(path, "/dev/pctr") == 0) {
         /* OpenBSD's pctr(4) device (<machine/pctr.h> _PATH_PCTR). */
@@ -98,7 +103,8 @@ static const char *redirect(const char *path, int flags, char *buf, size_t size)
     digits = strspn(p, "0123456789");
     if (digits == 0 || digits > 10 || !(p[digits] == '\0' || (p[digits] == '/' && p[digits + 1] == '\0')))
         return NULL;
-    if (*sub == '\0' && strtol(p, NULL, 10) == (long)getpid() && gettid() != getpid()) {
+    *own = *sub == '\0' && strtol(p, NULL, 10) == (long)getpid();
+    if (*own && gettid() != getpid()) {
         /* A thread's own "/proc/<getpid()>": on IRIX each thread of an -mp
          * or sproc(2) program is a process of the share group, with its own
          * pid and counters (sproc(2)); here the thread's file is its own. */
@@ -142,6 +148,110 @@ static void track(int fd, const char *path, int flags, int redirected)
     errno = saved;
 }
 
+/* -- a thread's own process file, opened once ------------------------------ */
+
+/*
+ * PAPI's IRIX substrate opens the calling thread's "/proc/<getpid()>" at
+ * every thread it registers and closes it when the thread unregisters; its
+ * omptough does so at each of 100 000 OpenMP parallel regions.  On IRIX each
+ * was a system call; here the open and the close are three requests to the
+ * daemon (LOOKUP, OPEN, RELEASE) that take ten times the ioctl between them.
+ * So a thread's open of its own file, with the flags of its first one, is
+ * answered with a duplicate of a descriptor the thread opened before and
+ * keeps until it exits: the same file of the daemon.  What an open checks -
+ * that the file is there and the caller may read it - cannot change for a
+ * thread's own process, and closing a process file ends nothing of its
+ * counters on IRIX (PIOCRELEVCTRS does).  HWPERFD_PROC_KEEP=0 opens anew.
+ */
+static __thread struct {
+    pid_t pid, tid;	/* the thread that opened it: a forked child's copy is not its */
+    int flags;		/* the open's O_ACCMODE and O_CLOEXEC */
+    int fd;		/* kept, close-on-exec; 0: none (a thread's entry starts zeroed) */
+    dev_t dev;
+    ino_t ino;
+} own_file;
+static pthread_key_t own_file_key;
+static pthread_once_t own_file_once = PTHREAD_ONCE_INIT;
+static int own_file_off;
+
+/* Whether the descriptor kept is still the file kept: the program may have
+   closed its number, and after a restart of the daemon it is the old
+   mount's (a dead connection, whose attributes the kernel may still give:
+   the mount in its place is another device). */
+static int own_file_valid(void)
+{
+    struct stat st, mount;
+
+    return own_file.fd > 0 && own_file.pid == getpid() && own_file.tid == gettid()
+           && fstat(own_file.fd, &st) == 0 && st.st_dev == own_file.dev && st.st_ino == own_file.ino
+           && stat(mount_point(), &mount) == 0 && mount.st_dev == own_file.dev;
+}
+
+/* At the thread's exit. */
+static void own_file_drop(void *unused)
+{
+    int saved = errno;
+
+    (void)unused;
+    if (own_file_valid())
+        close(own_file.fd);
+    own_file.fd = 0;
+    errno = saved;
+}
+
+static void own_file_init(void)
+{
+    const char *keep = getenv("HWPERFD_PROC_KEEP");
+
+    own_file_off = (keep != NULL && strcmp(keep, "0") == 0) || pthread_key_create(&own_file_key, own_file_drop) != 0;
+}
+
+/* An open of the thread's own file: a duplicate of the one kept, or -1. */
+static int own_file_again(int flags)
+{
+    int saved = errno, fd = -1;
+
+    pthread_once(&own_file_once, own_file_init);
+    if (!own_file_off && (flags & ~(O_ACCMODE | O_CLOEXEC | O_LARGEFILE)) == 0
+        && own_file.flags == (flags & (O_ACCMODE | O_CLOEXEC)) && own_file_valid())
+        fd = fcntl(own_file.fd, (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+    errno = saved;
+    return fd;
+}
+
+/* After an open of the thread's own file: keep a duplicate, if none is kept
+   (one that is no longer ours is forgotten, a dead one closed). */
+static void own_file_keep(int fd, int flags)
+{
+    int saved = errno, kept;
+    struct stat st;
+
+    if (own_file_off || (flags & ~(O_ACCMODE | O_CLOEXEC | O_LARGEFILE)) != 0 || fd == own_file.fd)
+        return;
+    if (own_file.fd > 0 && own_file.pid == getpid() && own_file.tid == gettid()) {
+        if (own_file_valid())
+            goto out;	/* kept, with other flags */
+        if (fstat(own_file.fd, &st) != 0 ? errno != EBADF : st.st_dev == own_file.dev && st.st_ino == own_file.ino)
+            close(own_file.fd);	/* still ours: its daemon is gone */
+    }
+    own_file.fd = 0;
+    kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (kept < 0)
+        goto out;
+    if (fstat(kept, &st) != 0 || pthread_setspecific(own_file_key, &own_file) != 0) {
+        close(kept);
+        goto out;
+    }
+    own_file.pid = getpid();
+    own_file.tid = gettid();
+    own_file.flags = flags & (O_ACCMODE | O_CLOEXEC);
+    own_file.dev = st.st_dev;
+    own_file.ino = st.st_ino;
+    own_file.fd = kept;
+ out:
+    errno = saved;
+}
+
 #define MODE_ARG(flags, mode)                                                  \
     do {                                                                       \
         if ((flags) & (O_CREAT | O_TMPFILE)) {                                 \
@@ -157,15 +267,21 @@ static void track(int fd, const char *path, int flags, int redirected)
     {                                                                          \
         static int (*real)(const char *, int, ...);                            \
         char buf[4096];                                                        \
-        const char *to = redirect(path, flags, buf, sizeof buf);                      \
+        int own;                                                               \
+        const char *to = redirect(path, flags, buf, sizeof buf, &own);         \
         mode_t mode = 0;                                                       \
         MODE_ARG(flags, mode);                                                 \
-        int fd;                                                                \
+        int fd = -1;                                                           \
         if (!real)                                                             \
             real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, #name);   \
-        fd = real(to ? to : path, flags, mode);                                \
+        if (to != NULL && own && (fd = own_file_again(flags)) >= 0)            \
+            own = 0; /* a duplicate of the one kept */                         \
+        if (fd < 0)                                                            \
+            fd = real(to ? to : path, flags, mode);                            \
         if (fd >= 0)                                                           \
             track(fd, to ? to : path, flags, to != NULL);                      \
+        if (fd >= 0 && to != NULL && own)                                      \
+            own_file_keep(fd, flags);                                          \
         return fd;                                                             \
     }
 
@@ -177,15 +293,21 @@ WRAP_OPEN(open64)
     {                                                                          \
         static int (*real)(int, const char *, int, ...);                       \
         char buf[4096];                                                        \
-        const char *to = redirect(path, flags, buf, sizeof buf);                      \
+        int own;                                                               \
+        const char *to = redirect(path, flags, buf, sizeof buf, &own);         \
         mode_t mode = 0;                                                       \
         MODE_ARG(flags, mode);                                                 \
-        int fd;                                                                \
+        int fd = -1;                                                           \
         if (!real)                                                             \
             real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, #name); \
-        fd = real(dirfd, to ? to : path, flags, mode);                         \
+        if (to != NULL && own && (fd = own_file_again(flags)) >= 0)            \
+            own = 0; /* a duplicate of the one kept */                         \
+        if (fd < 0)                                                            \
+            fd = real(dirfd, to ? to : path, flags, mode);                     \
         if (fd >= 0 && (to != NULL || path[0] == '/'))                         \
             track(fd, to ? to : path, flags, to != NULL);                      \
+        if (fd >= 0 && to != NULL && own)                                      \
+            own_file_keep(fd, flags);                                          \
         return fd;                                                             \
     }
 
@@ -198,13 +320,19 @@ WRAP_OPENAT(openat64)
     {                                                                          \
         static int (*real)(const char *, int);                                 \
         char buf[4096];                                                        \
-        const char *to = redirect(path, flags, buf, sizeof buf);                      \
-        int fd;                                                                \
+        int own;                                                               \
+        const char *to = redirect(path, flags, buf, sizeof buf, &own);         \
+        int fd = -1;                                                           \
         if (!real)                                                             \
             real = (int (*)(const char *, int))dlsym(RTLD_NEXT, #name);        \
-        fd = real(to ? to : path, flags);                                      \
+        if (to != NULL && own && (fd = own_file_again(flags)) >= 0)            \
+            own = 0; /* a duplicate of the one kept */                         \
+        if (fd < 0)                                                            \
+            fd = real(to ? to : path, flags);                                  \
         if (fd >= 0)                                                           \
             track(fd, to ? to : path, flags, to != NULL);                      \
+        if (fd >= 0 && to != NULL && own)                                      \
+            own_file_keep(fd, flags);                                          \
         return fd;                                                             \
     }
 

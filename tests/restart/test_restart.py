@@ -22,6 +22,8 @@ import pytest
 from hwperfd.client import ProcessCounters, user
 from hwperfd.host import processes
 from tests.conftest import NOBODY, ROOT, Mount, read_line, start_hwperfd, state_dir, stop_hwperfd
+from tests.irix.conftest import build
+from tests.irix.test_own_file import OWN_FILE, Program
 
 HERE = Path(__file__).resolve().parent
 MHZ = 195  # the R10000's default
@@ -437,3 +439,23 @@ def test_a_reaped_childs_counts_are_in_its_parents_first_call_after_a_start(daem
         for other in others:
             other.kill()
             other.wait()
+
+
+def test_a_threads_kept_own_file_is_opened_again_after_a_restart(daemon, shared_tmp):
+    """hwperfd-run's shim keeps a thread's own process file (tests/irix/
+    test_own_file.py); after a restart that descriptor is dead, and the next
+    open of the file is a new one, not a duplicate of it."""
+    folder = shared_tmp / "restart-own-file"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    d = daemon()
+    program = Program(build(folder, "own_file", OWN_FILE, "-pthread"), d.mount)
+    try:
+        first = program("main 3")
+        assert first["done"] == 3 and first["gen"] >= 1 and first["mountfds"] == 1, first
+        d.restart(signal.SIGKILL)
+        again = program("main 3")
+        assert again["done"] == 3 and again["errno"] == 0, again
+        assert again["gen"] == first["gen"], "the counters put back, under their generation"
+        assert again["mountfds"] == 1, "the dead descriptor closed, the new one kept"
+    finally:
+        program.close()
