@@ -104,9 +104,17 @@ def test_a_processs_threshold_counts_every_thread_and_signals_on_the_processs_cp
     would signal).  What the CPU time holds is what both threads ran, and
     at 1 ms within 5% of it signals: each overflow sends its own signal,
     which either thread takes, and one merges only while both threads block
-    it (both in the handler)."""
+    it (both in the handler; a standard signal does not queue, signal(7)).
+    The daemon counts those (``merged``), and, at the release, those owed
+    behind one not yet taken, which merge with the one it then sends; on a
+    busy machine a handler waits longer for a CPU and more merge.  The sent
+    and the merged together are what the CPU time holds, whatever the load:
+    no overflow goes without its signal."""
+    merged = _merged(irix_real)
     r, _ = process(irix_real, irix_sampler, MS, threads=2)
-    assert held(r, MS) * KEPT // 100 <= r["signals"] <= crossed(r, MS), r
+    r["merged"] = _merged(irix_real) - merged
+    assert held(r, MS) * KEPT // 100 <= r["signals"] + r["merged"], r
+    assert r["signals"] <= crossed(r, MS), r
 
 
 def test_without_the_timer_the_daemons_late_looks_still_send_a_signal_per_overflow(irix_real, irix_sampler):
