@@ -338,7 +338,9 @@ def test_multiplexed_slices_add_up_to_the_cpu_time_and_each_counts_at_its_events
     """PAPI's software multiplexing (ctests multiplex*, reset_multiplex,
     sdsc*-mpx) switches a vperfctr's event from SIGPROF every 10 ms of CPU
     time - read, stop, control - and scales each event by the cycles of its
-    own slices: over 300 ms of user-mode work the slices' cycles are the CPU
+    own slices: over 300 ms of user-mode work (more where the kernel's
+    SIGPROF, looked at only at ticks that find the process running, came
+    too seldom for three slices of each event) the slices' cycles are the CPU
     time x clock rate within 5% (switching costs system time, which user-mode
     cycles do not count), or where it cost more, the user time Linux reports
     within a tick, and each slice counts its event at the profile's
