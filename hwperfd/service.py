@@ -325,7 +325,7 @@ class Daemon:
             f"sweep every {SWEEP_INTERVAL if self.events is not None else REAP_INTERVAL:g} s: "
             f"the last checked {self.swept[0]} of {len(self.kernel.known())} processes "
             f"in {self.swept[1] / 1e6:.1f} ms of CPU",
-            f"files opened {self.fs.opened}",
+            f"process files and nodes opened {self.fs.opened}",
             f"counter reads answered from state pages in the bridge: {self.fs.fast.answered()}",
             f"thread events let through for {len(self.filtered_for or ())} processes, "
             f"the filter set {self.filter_sets} times",

@@ -203,7 +203,7 @@ class ProcFs(pyfuse3.Operations):
         self._held: Counter[int] = Counter()  # bytes of text held by each unprivileged uid's readers
         self._version = 0  # bumped by whatever may change what a page shows
         self._next_fh = 1
-        self.opened = 0  # files opened, for the control file (a client's round trips show there)
+        self.opened = 0  # process files and nodes opened, for the control file (clients' round trips show there)
         self._started = time.time_ns()
         self._pinfo = pinfo.PinfoFiles(self._started)
         self.state_pages: statepages.StatePages | None = None  # the service's, if on
@@ -340,7 +340,8 @@ class ProcFs(pyfuse3.Operations):
             handle.charged = ctx.uid
         fh = self._next_fh
         self._next_fh += 1
-        self.opened += 1
+        if inode != CONTROL_INODE:
+            self.opened += 1
         self._handles[fh] = handle
         if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR):
             self._writable.add(fh)
