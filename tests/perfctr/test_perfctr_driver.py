@@ -465,7 +465,8 @@ def test_random_requests_get_an_errno_and_the_daemon_stays_up(intel):
     rng = random.Random(12)
     sized = [abi.PERFCTR_ABI, abi.PERFCTR_INFO, abi.PERFCTR_CPUS, abi.VPERFCTR_READ_SUM, abi.VPERFCTR_CONTROL,
              abi.VPERFCTR_READ_CONTROL, abi.VPERFCTR_READ_STATE, abi.VPERFCTR_ATTACH, abi.GPERFCTR_CONTROL,
-             abi.GPERFCTR_READ]  # fmt: skip
+             abi.GPERFCTR_READ, abi.VPERFCTR_CONTROL_NS, abi.VPERFCTR_UNLINK_NS, abi.PERFCTR_THREAD_CLOCKS,
+             abi.VPERFCTR_IRESUME_NS, abi.VPERFCTR_OVERFLOW_NS]  # fmt: skip
     plain = [abi.VPERFCTR_UNLINK, abi.VPERFCTR_IRESUME, abi.VPERFCTR_CREAT, abi.VPERFCTR_OPEN, 0xD0FF]
     allowed = {errno.EINVAL, errno.EPERM, errno.ESRCH, errno.EEXIST, errno.EBUSY, errno.EAGAIN, errno.ENOTTY}
     for _ in range(300):
