@@ -143,6 +143,7 @@ class Daemon:
     def __init__(self, args: argparse.Namespace, mount: str) -> None:
         self.mount = mount
         self.early_stop: list[int] = []  # the SIGTERM or SIGINT that stops it (taken early, before the loop's receiver)
+        self.unmounted = False  # the mount was taken away from outside; nothing is left to unmount
         self.event_buffer: int = getattr(args, "event_buffer", 32 << 20)
         try:
             self.cpus = CpuSet(args.cpus, args.cpu_type, Fraction(args.mhz) if args.mhz else None)
@@ -442,7 +443,7 @@ class Daemon:
             # Every handler is synchronous, so more reader tasks buy nothing; one
             # saves a task hand-off and a lock per request, and the bridge's
             # follow-on answering (--linger) requires it.
-            nursery.start_soon(pyfuse3.main, 1, 1)
+            nursery.start_soon(self._serve_requests, nursery.cancel_scope)
             nursery.start_soon(self.signals.run)
             nursery.start_soon(resilient, self._sweep)
             nursery.start_soon(resilient, self._reap_zombies)
@@ -467,6 +468,17 @@ class Daemon:
                 log.info("%s: unmounting", signal.Signals(self.early_stop[0]).name)
                 notify("STOPPING=1")
             nursery.cancel_scope.cancel()
+
+    async def _serve_requests(self, serving: trio.CancelScope) -> None:
+        """Answer FUSE requests until the kernel ends the connection: someone
+        unmounted the filesystem (umount(8), fusermount3 -u), and with the
+        mount gone the daemon's work is done - it stops as at a SIGTERM, its
+        set-up store closed, so a daemon started again finds its state."""
+        await pyfuse3.main(1, 1)
+        self.unmounted = True
+        log.info("%s was unmounted: stopping", self.mount)
+        notify("STOPPING=1")
+        serving.cancel()
 
     async def _sweep(self) -> None:
         """The safety net under the events: once a minute (every second when
@@ -1025,7 +1037,7 @@ def serve(args, mount: str) -> int:
         trio.run(daemon.run)
     finally:
         daemon.fs.stop_notifications()
-        pyfuse3.close(unmount=True)
+        pyfuse3.close(unmount=not daemon.unmounted)
         bridge.install(None)
         if daemon.fs.state_pages is not None:
             daemon.fs.state_pages.close()
