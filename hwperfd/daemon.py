@@ -40,7 +40,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="emulated CPUs (default: host CPUs)")
     parser.add_argument("--cpu-type", choices=list(MODELS), default="r10000", help="CPU model (see --list-cpus)")
     parser.add_argument("--list-cpus", action="store_true", help="list the CPU models and exit")
-    parser.add_argument("--mhz", type=str, default=None, help="emulated clock rate (default: the model's)")
+    parser.add_argument(
+        "--mhz", type=str, default=None,
+        help="emulated clock rate (default: the model's; intel and amd on the real clock: the host's)",
+    )
     parser.add_argument(
         "--clock", choices=("real", "manual"), default="real",
         help="real: host CPU time drives the counters; manual: time moves only when written to <mount>/control",

@@ -40,9 +40,11 @@ from hwperfd.counters.threads import (
     coalesce,
 )
 from hwperfd.cpc.node import CpcNode
+from hwperfd.cpu.models import MODELS
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
 from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
+from hwperfd.host.clockrate import host_mhz
 from hwperfd.host.cpualarm import CpuAlarms
 from hwperfd.irix.files import IrixFiles
 from hwperfd.node import MountFilesFactory, NodeFactory
@@ -139,6 +141,20 @@ MOUNT_FILES: MountFilesFactory = IrixFiles
 PERSONALITY_NODES: tuple[NodeFactory, ...] = (PctrNode, CpcNode, PerfctrNode)
 
 
+def default_mhz(args: argparse.Namespace) -> Fraction | None:
+    """--mhz if given.  Else, on the real clock, an amd64 model counts at the
+    host's rate: its programs read the host's TSC with rdtsc themselves, and
+    on a Core 2 or a K8 the TSC and the cycle counter tick together (PAPI's
+    zero compares the two).  Otherwise the model's own rate (None), which
+    the manual clock keeps so its counts are the same on every host."""
+    if args.mhz:
+        return Fraction(args.mhz)
+    model = MODELS.get(args.cpu_type)
+    if args.clock == "real" and model is not None and model.arch == "amd64":
+        return host_mhz()
+    return None
+
+
 class Daemon:
     def __init__(self, args: argparse.Namespace, mount: str) -> None:
         self.mount = mount
@@ -146,7 +162,7 @@ class Daemon:
         self.unmounted = False  # the mount was taken away from outside; nothing is left to unmount
         self.event_buffer: int = getattr(args, "event_buffer", 32 << 20)
         try:
-            self.cpus = CpuSet(args.cpus, args.cpu_type, Fraction(args.mhz) if args.mhz else None)
+            self.cpus = CpuSet(args.cpus, args.cpu_type, default_mhz(args))
         except (ValueError, ZeroDivisionError) as exc:
             raise SetupError(str(exc)) from None
         self.clock = ManualClock(args.cpus) if args.clock == "manual" else RealClock(args.cpus)
@@ -458,7 +474,8 @@ class Daemon:
                 nursery.start_soon(resilient, self._ring)
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 log.info(
-                    "mounted at %s (%s x%d, %s clock)", self.mount, self.cpus.type.name, len(self.cpus), self.clock.name
+                    "mounted at %s (%s x%d at %g MHz, %s clock)",
+                    self.mount, self.cpus.type.name, len(self.cpus), float(self.cpus.mhz), self.clock.name,
                 )
                 notify("READY=1\nSTATUS=serving " + self.mount)
                 if not self.early_stop:  # else it came while mounting, before the receiver was up
