@@ -155,9 +155,25 @@ def test_a_threshold_passed_while_the_daemon_was_down_signals_once_it_is_back(da
     assert int(after) <= int(cycles) // threshold  # none invented
 
 
-def test_manual_clock_counts_are_exact_across_a_restart(daemon):
-    """Under the manual clock: the time advanced before the kill and after it
-    both count, exactly, under the same generation and control."""
+def _unmount_from_outside(d: Restartable, command: list[str]) -> None:
+    """umount(8) or fusermount3 -u ends the FUSE connection: the daemon stops
+    as at a SIGTERM, exit status 0, its set-up store closed. One that went
+    on running after it kept the store locked, and the next daemon on the
+    state directory ran without one ("set-up store off") and lost the
+    set-up of every process."""
+    subprocess.run([*command, str(d.mount.path)], check=True, capture_output=True)
+    assert d.mount.process.wait(timeout=10) == 0
+    assert "was unmounted: stopping" in d.mount.log_text()
+    d.mount = d._start()
+    log = d.mount.log_text()
+    assert "set-up store off" not in log and "set-up restored" in log, log
+
+
+@pytest.mark.parametrize("how", ["kill-9", "umount", "fusermount3"])
+def test_manual_clock_counts_are_exact_across_a_restart(daemon, how):
+    """Under the manual clock: the time advanced before the daemon went (a
+    kill, or an unmount from outside) and after the next one started both
+    count, exactly, under the same generation and control."""
     d = daemon("--clock", "manual", "--cpus", "2", "--mhz", "200")
     child = subprocess.Popen(["sleep", "60"])
     try:
@@ -166,41 +182,14 @@ def test_manual_clock_counts_are_exact_across_a_restart(daemon):
         d.mount.control(f"advance {child.pid} 10ms")
         assert pc.read() == (generation, (2_000_000,) + (0,) * 31)
         pc.close()
-        d.restart()
+        if how == "kill-9":
+            d.restart()
+        else:
+            _unmount_from_outside(d, [how] if how == "umount" else [how, "-u"])
         d.mount.control(f"advance {child.pid} 5ms")
         pc = ProcessCounters(child.pid, mount=d.mount.path, fast=False)
         assert pc.read() == (generation, (3_000_000,) + (0,) * 31)
         assert pc.control()[0] == generation
-        pc.release()
-        pc.close()
-    finally:
-        child.kill()
-        child.wait()
-
-
-@pytest.mark.parametrize("command", [["umount"], ["fusermount3", "-u"]], ids=["umount", "fusermount3"])
-def test_an_unmount_from_outside_stops_the_daemon_and_a_new_one_finds_its_set_up(daemon, command):
-    """umount(8) or fusermount3 -u ends the FUSE connection: the daemon stops
-    as at a SIGTERM, exit status 0, its set-up store closed. One that went
-    on running after it kept the store locked, and the next daemon on the
-    state directory ran without one ("set-up store off") and lost the
-    set-up of every process."""
-    d = daemon("--clock", "manual", "--cpus", "2", "--mhz", "200")
-    child = subprocess.Popen(["sleep", "60"])
-    try:
-        pc = ProcessCounters(child.pid, mount=d.mount.path, fast=False)
-        generation = pc.enable({0: user(0)})
-        d.mount.control(f"advance {child.pid} 10ms")
-        pc.close()
-        subprocess.run([*command, str(d.mount.path)], check=True, capture_output=True)
-        assert d.mount.process.wait(timeout=10) == 0
-        assert "was unmounted: stopping" in d.mount.log_text()
-        d.mount = d._start()
-        log = d.mount.log_text()
-        assert "set-up store off" not in log and "set-up restored" in log, log
-        d.mount.control(f"advance {child.pid} 5ms")
-        pc = ProcessCounters(child.pid, mount=d.mount.path, fast=False)
-        assert pc.read() == (generation, (3_000_000,) + (0,) * 31)
         pc.release()
         pc.close()
     finally:
