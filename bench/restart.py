@@ -41,12 +41,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hwperfd.client import ProcessCounters, user  # noqa: E402
+from hwperfd.daemon import mounted_at  # noqa: E402
 
 
 def mounted(path: Path) -> bool:
-    real = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == real for line in f)
+    return mounted_at(str(path)) is not None
 
 
 def start(mount: Path, log: Path, *args: str, pin: str | None = None) -> subprocess.Popen:

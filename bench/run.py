@@ -108,6 +108,8 @@ PLACEMENTS = ("same", "split", "free")
 
 sys.path.insert(0, str(ROOT))
 
+from hwperfd.daemon import mounted_at  # noqa: E402
+
 
 # -- small helpers -------------------------------------------------------------
 
@@ -117,9 +119,7 @@ def log(msg: str = "") -> None:
 
 
 def is_mounted(path: Path) -> bool:
-    real = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == real for line in f)
+    return mounted_at(str(path)) is not None
 
 
 def cpu_ns(pid: int) -> int:

@@ -6,6 +6,7 @@ import argparse
 import errno
 import logging
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -47,6 +48,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--clock", choices=("real", "manual"), default="real",
         help="real: host CPU time drives the counters; manual: time moves only when written to <mount>/control",
+    )  # fmt: skip
+    parser.add_argument(
+        "--keep-cpus-awake", action="store_true",
+        help="hold every host CPU out of its idle states while the daemon runs (/dev/cpu_dma_latency 0), so that "
+        "the same work takes the same CPU time on a host that slows a CPU after it idled; costs power (real clock)",
     )  # fmt: skip
     parser.add_argument(
         "--linger", type=int, default=2000, metavar="USEC",
@@ -93,6 +99,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--event-buffer must be 4096..1073741824 bytes")
     if not 0 <= args.linger <= 100_000:
         parser.error("--linger must be 0..100000 microseconds")
+    if args.keep_cpus_awake and args.clock != "real":
+        parser.error("--keep-cpus-awake is for the real clock: the manual clock's counts take no host time")
     if not 1 <= args.trace_size <= MAX_SIZE:
         parser.error(f"--trace-size must be 1..{MAX_SIZE} events")
     if args.trace is not None:
@@ -114,6 +122,12 @@ def list_cpus() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _unescape_mount_field(field: str) -> str:
+    """A mount point as the kernel wrote it into mountinfo: space, tab, newline
+    and backslash as three-digit octal escapes (``\\040``), the rest as is."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def mounted_at(path: str) -> str | None:
     """The fstype mounted exactly at ``path`` (read from mountinfo, so a dead
     FUSE server cannot hang us), or None."""
@@ -122,7 +136,7 @@ def mounted_at(path: str) -> str | None:
         found = None
         for line in f:
             fields = line.split()
-            point = fields[4].encode().decode("unicode_escape")
+            point = _unescape_mount_field(fields[4])
             if point == real:
                 found = fields[fields.index("-") + 1]
         return found

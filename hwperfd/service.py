@@ -43,9 +43,10 @@ from hwperfd.cpc.node import CpcNode
 from hwperfd.cpu.models import MODELS
 from hwperfd.cpu.pmu import CpuSet
 from hwperfd.cpu.profiles import WorkloadProfile
-from hwperfd.host import netlink, procevents, processes, taskstats, timerfd
+from hwperfd.host import cpulatency, netlink, procevents, processes, taskstats, timerfd
 from hwperfd.host.clockrate import host_mhz
 from hwperfd.host.cpualarm import CpuAlarms
+from hwperfd.host.cpulatency import AwakeCpus
 from hwperfd.irix.files import IrixFiles
 from hwperfd.node import MountFilesFactory, NodeFactory
 from hwperfd.pctr.node import PctrNode
@@ -1025,6 +1026,15 @@ def _unmount_on_kill(spare: int, opened: dict[int, str]) -> None:
         os.close(spare)
 
 
+def _keep_cpus_awake() -> AwakeCpus:
+    try:
+        awake = AwakeCpus()
+    except OSError as exc:
+        raise SetupError(f"--keep-cpus-awake: cannot hold {cpulatency.PATH}: {exc.strerror}") from None
+    log.info("every CPU kept out of its idle states while the daemon runs (%s: 0 us)", cpulatency.PATH)
+    return awake
+
+
 def serve(args, mount: str) -> int:
     """Mount, serve until SIGTERM/SIGINT, unmount."""
     daemon = Daemon(args, mount)
@@ -1039,20 +1049,27 @@ def serve(args, mount: str) -> int:
     options |= {"fsname=hwperfd", "subtype=hwperfd", "allow_other", "default_permissions", "auto_unmount"}
     if args.debug:
         options.add("debug")
+    awake = _keep_cpus_awake() if getattr(args, "keep_cpus_awake", False) else None
     spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # the lowest free descriptor, for _unmount_on_kill
     opened = _descriptors()
     try:
         pyfuse3.init(daemon.fs, mount, options)
     except RuntimeError as exc:
         os.close(spare)
+        if awake is not None:
+            awake.close()
         raise SetupError(f"cannot mount {mount}: {exc}") from None
     _unmount_on_kill(spare, opened)
     if not bridge.hooked():
         pyfuse3.close(unmount=True)
+        if awake is not None:
+            awake.close()
         raise SetupError("the ioctl bridge did not hook pyfuse3's FUSE session (libfuse too new?)")
     try:
         trio.run(daemon.run)
     finally:
+        if awake is not None:
+            awake.close()
         daemon.fs.stop_notifications()
         pyfuse3.close(unmount=not daemon.unmounted)
         bridge.install(None)

@@ -21,6 +21,7 @@ from typing import IO
 import pytest
 
 from hwperfd.client import ProcessCounters
+from hwperfd.daemon import mounted_at
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
@@ -31,12 +32,20 @@ DAEMON_NICE = ["nice", "-n", _UNIT_NICE.group(1)] if _UNIT_NICE else []
 
 
 def is_mounted(path: Path) -> bool:
-    real = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == real for line in f)
+    return mounted_at(str(path)) is not None
 
 
 _SHIM: list[Path] = []
+
+
+def build_c(target: Path, source: Path, *extra: str) -> Path:
+    """A test's own C client, built against the tree's headers (and whatever
+    ``extra`` adds: libraries, flags)."""
+    subprocess.run(
+        ["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(target), str(source), *extra],
+        check=True,
+    )
+    return target
 
 
 def preload_shim() -> Path:

@@ -180,8 +180,11 @@ STALE_FS = textwrap.dedent(
 )
 
 
-def test_stale_mount_from_a_crash_is_cleared_at_start(shared_tmp):
-    path = shared_tmp / "mp-stale"
+# mountinfo writes a space, tab, newline or backslash of a mount point as an
+# octal escape (\040): the daemon must still find its stale mount there.
+@pytest.mark.parametrize("name", ["mp-stale", "mp stale\\with\tescapes"], ids=["plain", "escaped"])
+def test_stale_mount_from_a_crash_is_cleared_at_start(shared_tmp, name):
+    path = shared_tmp / name
     path.mkdir()
     crashed = subprocess.Popen([sys.executable, "-c", STALE_FS, str(path)], stdout=subprocess.PIPE, text=True)
     assert crashed.stdout.readline().strip() == "mounted"
@@ -189,12 +192,13 @@ def test_stale_mount_from_a_crash_is_cleared_at_start(shared_tmp):
     crashed.wait()
     with pytest.raises(OSError):  # ENOTCONN: the mark of a dead FUSE server
         os.stat(path)
-    mount = start_hwperfd(path, shared_tmp / "stale.log", "--clock", "manual")
+    mount = start_hwperfd(path, shared_tmp / f"stale-{len(name)}.log", "--clock", "manual")
     try:
         assert (mount.path / "control").exists()
         assert "clearing stale mount" in mount.log_text()
     finally:
         stop_hwperfd(mount)
+    assert not is_mounted(path)
 
 
 def test_systemd_unit_verifies(tmp_path):

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from hwperfd.client import ProcessCounters
-from tests.conftest import running_hwperfd
+from tests.conftest import build_c, running_hwperfd
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -38,13 +38,7 @@ EXL_SHARE = 10  # exception level counts a tenth of system time (the balanced pr
 
 @pytest.fixture(scope="module")
 def interval_loop(shared_tmp):
-    binary = shared_tmp / "interval_loop"
-    subprocess.run(
-        ["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(binary),
-         str(HERE / "interval_loop.c")],
-        check=True,
-    )  # fmt: skip
-    return binary
+    return build_c(shared_tmp / "interval_loop", HERE / "interval_loop.c")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from hwperfd.daemon import mounted_at
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
@@ -57,9 +59,7 @@ CONTENT = b"bridge test\n"
 
 
 def is_mounted(path: Path) -> bool:
-    real = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == real for line in f)
+    return mounted_at(str(path)) is not None
 
 
 @dataclass
