@@ -197,7 +197,16 @@ def main() -> None:
         base = Path(tmp)
         os.chmod(base, 0o755)
         cost_part(base, args.calls, args.rounds)
-        restart_part(base, args.procs)
+        try:
+            restart_part(base, args.procs)
+        except BaseException:
+            # The daemon says why it refused a call (a warning): keep that
+            # with the failure, since the folder goes with it.
+            log = base / "restart.log"
+            if log.exists():
+                print("----- restart.log (last 40 lines) -----", file=sys.stderr)
+                print("\n".join(log.read_text(errors="replace").splitlines()[-40:]), file=sys.stderr)
+            raise
 
 
 if __name__ == "__main__":
