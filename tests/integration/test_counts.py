@@ -30,7 +30,6 @@ from hwperfd.client import ProcessCounters
 from tests.conftest import build_c, running_hwperfd
 
 HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
 MHZ = 200
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 EXL_SHARE = 10  # exception level counts a tenth of system time (the balanced profile)

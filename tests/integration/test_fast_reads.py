@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hwperfd.client import Control, ProcessCounters, user
-from tests.conftest import NOBODY, ROOT, running_hwperfd
+from tests.conftest import NOBODY, build_c, running_hwperfd
 from tests.perfex.conftest import CYCLES_PER_MS
 
 HERE = Path(__file__).resolve().parent
@@ -29,11 +29,7 @@ def answered(mount) -> int:
 
 @pytest.fixture(scope="module")
 def read_loop(shared_tmp):
-    binary = shared_tmp / "read_loop"
-    subprocess.run(
-        ["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(binary), str(HERE / "read_loop.c")],
-        check=True,
-    )
+    binary = build_c(shared_tmp / "read_loop", HERE / "read_loop.c")
     os.chmod(binary, 0o755)
     return binary
 

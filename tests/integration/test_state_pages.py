@@ -16,7 +16,7 @@ import pytest
 
 from hwperfd.client import Control, ProcessCounters, StatePage, user
 from hwperfd.host import processes
-from tests.conftest import NOBODY, ROOT, finish, running_hwperfd, start_hwperfd, stop_hwperfd
+from tests.conftest import NOBODY, ROOT, build_c, finish, running_hwperfd, start_hwperfd, stop_hwperfd
 from tests.perfex.conftest import CYCLES_PER_MS
 import structs
 
@@ -294,12 +294,7 @@ def test_pages_are_capped_per_user(shared_tmp, holders, nobody_python):
 
 @pytest.fixture(scope="module")
 def self_counts(shared_tmp):
-    binary = shared_tmp / "self_counts"
-    subprocess.run(
-        ["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(binary), str(HERE / "self_counts.c")],
-        check=True,
-    )
-    return binary
+    return build_c(shared_tmp / "self_counts", HERE / "self_counts.c")
 
 
 PIOCGETEVCTRS = f"{structs.PIOCGETEVCTRS:#x}"
@@ -334,13 +329,8 @@ def waiting(cmd, mount, tmp, advance_by="10ms"):
 def libperfex_client(shared_tmp):
     out = shared_tmp / "state-lib"
     subprocess.run(["make", "-s", "-C", str(ROOT / "lib"), f"BUILD={out}"], check=True)
-    binary = out / "libperfex_client"
-    subprocess.run(
-        ["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(binary),
-         str(ROOT / "tests" / "perfex" / "libperfex_client.c"), "-L", str(out), "-lperfex", f"-Wl,-rpath,{out}"],
-        check=True,
-    )  # fmt: skip
-    return binary
+    return build_c(out / "libperfex_client", ROOT / "tests" / "perfex" / "libperfex_client.c",
+                   "-L", str(out), "-lperfex", f"-Wl,-rpath,{out}")  # fmt: skip
 
 
 def test_libperfex_read_counters_comes_from_the_page(manual_mount, libperfex_client, tmp_path):

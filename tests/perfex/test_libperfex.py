@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from hwperfd.perfex import libperfex
-from tests.conftest import NOBODY, ROOT
+from tests.conftest import NOBODY, ROOT, build_c
 from tests.perfex.conftest import CYCLES_PER_MS, HERE, counts_of, run_waiting
 
 MS = CYCLES_PER_MS
@@ -17,13 +17,8 @@ MS = CYCLES_PER_MS
 
 @pytest.fixture(scope="module")
 def print_costs_c(programs):
-    binary = programs.lib.parent / "print_costs"
-    subprocess.run(
-        ["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(binary), str(HERE / "print_costs.c"),
-         "-L", str(programs.lib), "-lperfex", f"-Wl,-rpath,{programs.lib}"],
-        check=True,
-    )  # fmt: skip
-    return binary
+    return build_c(programs.lib.parent / "print_costs", HERE / "print_costs.c",
+                   "-L", str(programs.lib), "-lperfex", f"-Wl,-rpath,{programs.lib}")  # fmt: skip
 
 
 @pytest.fixture
