@@ -1049,34 +1049,33 @@ def serve(args, mount: str) -> int:
     options |= {"fsname=hwperfd", "subtype=hwperfd", "allow_other", "default_permissions", "auto_unmount"}
     if args.debug:
         options.add("debug")
+    # Held from before the mount to after the unmount, let go on every way out.
     awake = _keep_cpus_awake() if getattr(args, "keep_cpus_awake", False) else None
-    spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # the lowest free descriptor, for _unmount_on_kill
-    opened = _descriptors()
     try:
-        pyfuse3.init(daemon.fs, mount, options)
-    except RuntimeError as exc:
-        os.close(spare)
-        if awake is not None:
-            awake.close()
-        raise SetupError(f"cannot mount {mount}: {exc}") from None
-    _unmount_on_kill(spare, opened)
-    if not bridge.hooked():
-        pyfuse3.close(unmount=True)
-        if awake is not None:
-            awake.close()
-        raise SetupError("the ioctl bridge did not hook pyfuse3's FUSE session (libfuse too new?)")
-    try:
-        trio.run(daemon.run)
+        spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # the lowest free descriptor, for _unmount_on_kill
+        opened = _descriptors()
+        try:
+            pyfuse3.init(daemon.fs, mount, options)
+        except RuntimeError as exc:
+            os.close(spare)
+            raise SetupError(f"cannot mount {mount}: {exc}") from None
+        _unmount_on_kill(spare, opened)
+        if not bridge.hooked():
+            pyfuse3.close(unmount=True)
+            raise SetupError("the ioctl bridge did not hook pyfuse3's FUSE session (libfuse too new?)")
+        try:
+            trio.run(daemon.run)
+        finally:
+            daemon.fs.stop_notifications()
+            pyfuse3.close(unmount=not daemon.unmounted)
+            bridge.install(None)
+            if daemon.fs.state_pages is not None:
+                daemon.fs.state_pages.close()
+            daemon.close_store()
+            if trace_session.current() is not None:
+                trace.active.daemon("stopped")
+                trace_session.stop()
+        return 0
     finally:
         if awake is not None:
             awake.close()
-        daemon.fs.stop_notifications()
-        pyfuse3.close(unmount=not daemon.unmounted)
-        bridge.install(None)
-        if daemon.fs.state_pages is not None:
-            daemon.fs.state_pages.close()
-        daemon.close_store()
-        if trace_session.current() is not None:
-            trace.active.daemon("stopped")
-            trace_session.stop()
-    return 0

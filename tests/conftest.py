@@ -38,14 +38,15 @@ def is_mounted(path: Path) -> bool:
 _SHIM: list[Path] = []
 
 
-def build_c(target: Path, source: Path, *extra: str) -> Path:
+def build_c(source: Path, out: Path, *extra: str) -> Path:
     """A test's own C client, built against the tree's headers (and whatever
-    ``extra`` adds: libraries, flags)."""
+    ``extra`` adds: libraries, flags), runnable by any user."""
     subprocess.run(
-        ["cc", "-O2", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(target), str(source), *extra],
+        ["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "include"), str(source), "-o", str(out), *extra],
         check=True,
     )
-    return target
+    os.chmod(out, 0o755)
+    return out
 
 
 def preload_shim() -> Path:

@@ -37,7 +37,7 @@ EXL_SHARE = 10  # exception level counts a tenth of system time (the balanced pr
 
 @pytest.fixture(scope="module")
 def interval_loop(shared_tmp):
-    return build_c(shared_tmp / "interval_loop", HERE / "interval_loop.c")
+    return build_c(HERE / "interval_loop.c", shared_tmp / "interval_loop")
 
 
 @pytest.fixture(scope="module")

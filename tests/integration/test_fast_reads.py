@@ -29,9 +29,7 @@ def answered(mount) -> int:
 
 @pytest.fixture(scope="module")
 def read_loop(shared_tmp):
-    binary = build_c(shared_tmp / "read_loop", HERE / "read_loop.c")
-    os.chmod(binary, 0o755)
-    return binary
+    return build_c(HERE / "read_loop.c", shared_tmp / "read_loop")
 
 
 @pytest.fixture(scope="module")

@@ -294,7 +294,7 @@ def test_pages_are_capped_per_user(shared_tmp, holders, nobody_python):
 
 @pytest.fixture(scope="module")
 def self_counts(shared_tmp):
-    return build_c(shared_tmp / "self_counts", HERE / "self_counts.c")
+    return build_c(HERE / "self_counts.c", shared_tmp / "self_counts")
 
 
 PIOCGETEVCTRS = f"{structs.PIOCGETEVCTRS:#x}"
@@ -329,7 +329,7 @@ def waiting(cmd, mount, tmp, advance_by="10ms"):
 def libperfex_client(shared_tmp):
     out = shared_tmp / "state-lib"
     subprocess.run(["make", "-s", "-C", str(ROOT / "lib"), f"BUILD={out}"], check=True)
-    return build_c(out / "libperfex_client", ROOT / "tests" / "perfex" / "libperfex_client.c",
+    return build_c(ROOT / "tests" / "perfex" / "libperfex_client.c", out / "libperfex_client",
                    "-L", str(out), "-lperfex", f"-Wl,-rpath,{out}")  # fmt: skip
 
 

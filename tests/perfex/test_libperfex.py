@@ -17,7 +17,7 @@ MS = CYCLES_PER_MS
 
 @pytest.fixture(scope="module")
 def print_costs_c(programs):
-    return build_c(programs.lib.parent / "print_costs", HERE / "print_costs.c",
+    return build_c(HERE / "print_costs.c", programs.lib.parent / "print_costs",
                    "-L", str(programs.lib), "-lperfex", f"-Wl,-rpath,{programs.lib}")  # fmt: skip
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.robustness.helpers import HERE, REPORTS, build_c
+from tests.conftest import build_c
+from tests.robustness.helpers import HERE, REPORTS
 
 
 @pytest.fixture(scope="session")

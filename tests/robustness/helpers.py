@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -155,13 +154,3 @@ class Decoys:
         for p in self.procs:
             p.kill()
             p.wait()
-
-
-def build_c(source: Path, out: Path, *extra: str) -> Path:
-    root = HERE.parent.parent
-    subprocess.run(
-        ["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(root / "include"), str(source), "-o", str(out), *extra],
-        check=True,
-    )
-    os.chmod(out, 0o755)
-    return out

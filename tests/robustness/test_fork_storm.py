@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from tests.conftest import running_hwperfd
-from tests.robustness.helpers import HERE, build_c
+from tests.conftest import build_c, running_hwperfd
+from tests.robustness.helpers import HERE
 
 MHZ = 200
 

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from hwperfd.procfs.commands import MAX_WRITE
-from tests.conftest import NOBODY, ROOT, is_mounted, start_hwperfd, state_dir
-from tests.robustness.helpers import HERE, build_c, finish_mount, own_mount
+from tests.conftest import NOBODY, ROOT, build_c, is_mounted, start_hwperfd, state_dir
+from tests.robustness.helpers import HERE, finish_mount, own_mount
 
 LINE = b"default-profile memory\n"
 
