@@ -240,7 +240,8 @@ def test_a_counted_fork_storm_beside_another_users_storm_counts_what_getrusage_s
     Linux's total of its waited-for children (stat's cutime, in ticks); a
     daemon that kept up with the storm and did not reconcile came 4-50%
     short in 2 runs of 3."""
-    from tests.robustness.helpers import HERE as ROBUSTNESS, build_c
+    from tests.conftest import build_c
+    from tests.robustness.helpers import HERE as ROBUSTNESS
 
     program = build_c(ROBUSTNESS / "fork_storm.c", shared_tmp / "counted_fork_storm")
     mhz, tick_us = 200, 1_000_000 // os.sysconf("SC_CLK_TCK")
